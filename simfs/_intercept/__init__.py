@@ -1,0 +1,25 @@
+"""Interception of the Python APIs rank code uses, installed once per process.
+
+Outside a simulated rank every patched function behaves exactly as the original; inside one
+it acts on the rank's simulated machine."""
+
+from __future__ import annotations
+
+import threading
+
+from . import clock, files, oslevel, procstate, stdlib, thirdparty, threads
+from .registry import scan_modules
+
+_lock = threading.Lock()
+_installed = False
+
+
+def install() -> None:
+    """Install the patches (first call) and catch up with modules imported since."""
+    global _installed
+    with _lock:
+        if not _installed:
+            for group in (oslevel, files, procstate, clock, stdlib, threads, thirdparty):
+                group.install()
+            _installed = True
+        scan_modules()

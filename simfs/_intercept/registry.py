@@ -1,0 +1,82 @@
+"""Patching machinery: replace attributes of modules and classes with dispatchers that send
+calls from simulated ranks to the simulation and every other call to the real function, then
+find references to the originals that other modules imported by name."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from types import ModuleType
+from typing import Any, Callable
+
+from greenlet import getcurrent
+
+from ..scheduler import TASKS, Task
+
+_replacements: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, replacement)
+_originals: dict[tuple[int, str], Any] = {}
+_scanned: dict[str, int] = {}
+_OWN_PREFIX = "simfs"
+
+
+def current() -> Task | None:
+    """The simulated task running on this thread, if any."""
+    return TASKS.get(getcurrent())
+
+
+def patch(owner: Any, name: str, replacement: Any, *, scan: bool = True) -> Any:
+    """Set ``owner.name`` to ``replacement``; returns the original. With ``scan``, other
+    modules' references to the original are replaced too."""
+    original = owner.__dict__.get(name, getattr(owner, name)) if isinstance(owner, type) else getattr(owner, name)
+    _originals[(id(owner), name)] = original
+    setattr(owner, name, replacement)
+    if scan:
+        _replacements[id(original)] = (original, replacement)
+    return original
+
+
+def original(owner: Any, name: str) -> Any:
+    return _originals[(id(owner), name)]
+
+
+def dispatcher(real: Callable[..., Any], sim: Callable[..., Any]) -> Callable[..., Any]:
+    """A function that calls ``sim(task, *args)`` inside a rank and ``real(*args)`` elsewhere."""
+
+    @functools.wraps(real)
+    def patched(*args: Any, **kwargs: Any) -> Any:
+        task = TASKS.get(getcurrent())
+        if task is None:
+            return real(*args, **kwargs)
+        return sim(task, *args, **kwargs)
+
+    patched.__simfs_patched__ = True  # type: ignore[attr-defined]
+    return patched
+
+
+def patch_function(owner: Any, name: str, sim: Callable[..., Any], *, scan: bool = True) -> None:
+    """Replace ``owner.name`` with a dispatcher to ``sim(task, *args, **kwargs)``."""
+    real = getattr(owner, name)
+    if getattr(real, "__simfs_patched__", False):
+        return
+    patch(owner, name, dispatcher(real, sim), scan=scan)
+
+
+def scan_modules() -> None:
+    """Replace by-name imports of patched originals in modules not scanned yet."""
+    if not _replacements:
+        return
+    table = _replacements
+    for name, module in list(sys.modules.items()):
+        if not isinstance(module, ModuleType) or _scanned.get(name) == id(module):
+            continue
+        _scanned[name] = id(module)
+        if name == _OWN_PREFIX or name.startswith(_OWN_PREFIX + "."):
+            continue
+        try:
+            namespace = module.__dict__
+        except AttributeError:
+            continue
+        for key, value in list(namespace.items()):
+            hit = table.get(id(value))
+            if hit is not None and hit[0] is value:
+                namespace[key] = hit[1]

@@ -1,0 +1,77 @@
+"""numpy and torch entry points that open files in C: routed through simulated files where
+torch offers a Python-file path, refused by name where it does not."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from ..errors import BypassError
+from ..scheduler import Task
+from .registry import current, patch, patch_function
+
+
+def _refuse(call: str, why: str, instead: str) -> Any:
+    def sim(task: Task, *args: Any, **kwargs: Any) -> Any:
+        raise BypassError(call, why, instead)
+    return sim
+
+
+def _install_numpy() -> None:
+    import numpy as np
+
+    try:
+        from numpy.lib import _format_impl as fmt
+    except ImportError:  # numpy < 2
+        from numpy.lib import format as fmt
+    patch_function(fmt, "isfileobj", lambda task, f: False)
+    patch_function(np, "fromfile", _refuse("numpy.fromfile", "it reads through the C library",
+                                           "use numpy.frombuffer(f.read(), dtype)"))
+
+
+def _install_torch() -> None:
+    import torch
+    import torch.serialization as ser
+
+    base = ser._open_zipfile_writer_file
+
+    class ZipWriter(base):  # type: ignore[misc, valid-type]
+        """torch.save(obj, path): inside a rank, the archive is written through a simulated file."""
+
+        def __init__(self, name: str) -> None:
+            if current() is None:
+                super().__init__(name)
+                return
+            self.name = name
+            self.file_stream = open(name, mode="wb")
+            try:
+                writer = torch._C.PyTorchFileWriter(self.file_stream, ser.get_crc32_options(),
+                                                    ser._get_storage_alignment())
+            except (TypeError, AttributeError):
+                writer = torch._C.PyTorchFileWriter(self.file_stream)
+            ser._opener.__init__(self, writer)
+
+    patch(ser, "_open_zipfile_writer_file", ZipWriter, scan=False)
+    refuse = _refuse("torch.UntypedStorage.from_file", "torch maps the file in C++",
+                     "load with torch.load(f, mmap=False)")
+    patch_function(torch, "from_file", _refuse("torch.from_file", "torch maps the file in C++",
+                                               "read it with open() and torch.frombuffer"))
+    real_from_file = torch.UntypedStorage.from_file
+
+    def from_file(*args: Any, **kwargs: Any) -> Any:
+        task = current()
+        if task is not None:
+            return refuse(task)
+        return real_from_file(*args, **kwargs)
+
+    patch(torch.UntypedStorage, "from_file", staticmethod(from_file), scan=False)
+    from . import torchdist
+
+    torchdist.install()
+
+
+def install() -> None:
+    if importlib.util.find_spec("numpy") is not None:
+        _install_numpy()
+    if importlib.util.find_spec("torch") is not None:
+        _install_torch()

@@ -1,0 +1,182 @@
+"""Threads inside a rank belong to it: a started thread becomes a simulated task of the same
+rank, and locks made inside a rank hand control to other tasks instead of blocking the OS
+thread that runs the whole simulation."""
+
+from __future__ import annotations
+
+import _thread
+import _threading_local
+import contextvars
+import queue
+import threading
+from typing import Any
+
+from ..scheduler import DONE, Task, WaitQueue
+from .registry import current, original, patch, patch_function
+
+_FAKE_IDENT = 1 << 40
+_real_lock = _thread.allocate_lock
+
+
+def _sched(task: Task) -> Any:
+    return task.context.sys.kernel.sched
+
+
+class SimLock:
+    """A lock made inside a rank. Waiting inside a rank yields to other tasks; outside the
+    simulation it blocks like a real lock (its state lives in a real lock)."""
+
+    __slots__ = ("_lock", "_queue", "__weakref__")
+
+    def __init__(self) -> None:
+        self._lock = _real_lock()
+        self._queue = WaitQueue("threading.Lock")
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(False):
+            return True
+        task = current()
+        if task is None:
+            return self._lock.acquire(blocking, timeout) if blocking else False
+        if not blocking:
+            return False
+        if timeout < 0 and timeout != -1:
+            raise ValueError("timeout value must be a non-negative number")
+        sched = _sched(task)
+        deadline = None if timeout == -1 else sched.now + timeout
+        while not self._lock.acquire(False):
+            remaining = None if deadline is None else deadline - sched.now
+            if remaining is not None and remaining <= 0:
+                return False
+            sched.block(self._queue, remaining)
+        return True
+
+    def release(self) -> None:
+        self._lock.release()
+        if self._queue.waiters:
+            task = current()
+            waiter = self._queue.waiters[0]
+            _sched(task or waiter).notify_all(self._queue)
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def _at_fork_reinit(self) -> None:
+        self._lock = _real_lock()
+
+    acquire_lock = acquire
+    release_lock = release
+
+
+def _new_lock(task: Task) -> SimLock:
+    return SimLock()
+
+
+def _new_rlock(task: Task, *args: Any, **kwargs: Any) -> Any:
+    return threading._PyRLock()
+
+
+def _stand_in(task: Task) -> threading.Thread:
+    """The Thread object a rank's main task sees as current (and as main) thread."""
+    if task.owner is None:
+        thread = threading.Thread(name="MainThread")
+        thread._ident = _FAKE_IDENT + task.tid
+        task.owner = thread
+    return task.owner
+
+
+def _current_thread(task: Task) -> threading.Thread:
+    return _stand_in(task)
+
+
+def _main_thread(task: Task) -> threading.Thread:
+    sched = _sched(task)
+    main = next(t for t in sched.tasks if t.is_main and t.rank == task.rank)
+    return _stand_in(main)
+
+
+def _get_ident(task: Task) -> int:
+    return _FAKE_IDENT + task.tid
+
+
+def _start(self: threading.Thread) -> None:
+    task = current()
+    if task is None:
+        return original(threading.Thread, "start")(self)
+    if self._started.is_set():
+        raise RuntimeError("threads can only be started once")
+    child = _sched(task).spawn(self.run, task.rank, task.context, f"rank{task.rank}/{self.name}",
+                               is_main=False, gr_context=contextvars.copy_context())
+    child.owner = self
+    child.daemon = self.daemon
+    self._simfs_task = child
+    self._ident = _FAKE_IDENT + child.tid
+    if hasattr(self, "_native_id"):
+        self._native_id = self._ident
+    self._started.set()
+    return None
+
+
+def _join(self: threading.Thread, timeout: float | None = None) -> None:
+    child: Task | None = getattr(self, "_simfs_task", None)
+    task = current()
+    if child is None or task is None:
+        return original(threading.Thread, "join")(self, timeout)
+    if child is task:
+        raise RuntimeError("cannot join current thread")
+    sched = _sched(task)
+    deadline = None if timeout is None else sched.now + timeout
+    while child.state != DONE:
+        remaining = None if deadline is None else deadline - sched.now
+        if remaining is not None and remaining <= 0:
+            break
+        sched.block(child.finished, remaining)
+    return None
+
+
+def _is_alive(self: threading.Thread) -> bool:
+    child: Task | None = getattr(self, "_simfs_task", None)
+    if child is None:
+        return original(threading.Thread, "is_alive")(self)
+    return child.state != DONE
+
+
+class _Local(threading.local):
+    """threading.local made inside a rank is local to the simulated thread."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if current() is not None and cls is _Local:
+            return _threading_local.local(*args, **kwargs)
+        return super().__new__(cls, *args, **kwargs)
+
+
+class _SimpleQueue(queue.SimpleQueue):
+    """queue.SimpleQueue made inside a rank waits cooperatively."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if current() is not None and cls is _SimpleQueue:
+            return queue._PySimpleQueue()
+        return super().__new__(cls)
+
+
+def install() -> None:
+    for owner, name in ((threading, "Lock"), (threading, "_allocate_lock"), (_thread, "allocate_lock")):
+        patch_function(owner, name, _new_lock)
+    patch_function(threading, "RLock", _new_rlock)
+    patch_function(threading, "current_thread", _current_thread)
+    patch_function(threading, "main_thread", _main_thread)
+    patch_function(threading, "get_ident", _get_ident)
+    patch_function(_thread, "get_ident", _get_ident)
+    if hasattr(threading, "get_native_id"):
+        patch_function(threading, "get_native_id", _get_ident)
+    patch(threading.Thread, "start", _start, scan=False)
+    patch(threading.Thread, "join", _join, scan=False)
+    patch(threading.Thread, "is_alive", _is_alive, scan=False)
+    patch(threading, "local", _Local, scan=False)
+    patch(queue, "SimpleQueue", _SimpleQueue, scan=False)

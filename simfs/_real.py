@@ -1,0 +1,29 @@
+"""The real functions, captured before simfs patches anything."""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import time
+
+stat = os.stat
+lstat = os.lstat
+open = os.open
+close = os.close
+read = os.read
+write = os.write
+isatty = os.isatty
+listdir = os.listdir
+scandir = os.scandir
+access = os.access
+readlink = os.readlink
+statvfs = os.statvfs
+fstat = os.fstat
+builtin_open = builtins.open
+io_open = io.open
+FileIO = io.FileIO
+monotonic = time.monotonic
+perf_counter = time.perf_counter
+sleep = time.sleep
+time_time = time.time

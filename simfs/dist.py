@@ -1,0 +1,204 @@
+"""Simulated torch.distributed: process groups whose collectives meet in virtual time, with
+torch's timeouts (a collective that can never complete names the ranks it waits for)."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import CollectiveMismatch
+from .report import HangInfo, user_frame
+from .scheduler import Scheduler, WaitQueue, current_task
+
+DEFAULT_TIMEOUT = 1800.0  # torch's default for gloo and NCCL: 30 minutes
+
+
+def _backend_error() -> type[Exception]:
+    try:
+        from torch.distributed import DistBackendError
+    except ImportError:  # torch absent: object collectives still work
+        return RuntimeError
+    return DistBackendError
+
+
+@dataclass
+class _Call:
+    kind: str
+    group: SimGroup
+    seq: int
+    started: float
+    arrived: dict[int, Any] = field(default_factory=dict)
+    results: dict[int, Any] | None = None
+    consumed: int = 0
+    queue: WaitQueue = field(default=None)  # type: ignore[assignment]
+
+
+class Work:
+    """What ``async_op=True`` returns: the operation already finished in virtual time."""
+
+    def wait(self, timeout: Any = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+    def get_future(self) -> Any:
+        import torch.futures
+
+        fut = torch.futures.Future()
+        fut.set_result(None)
+        return fut
+
+
+class SimGroup:
+    """A simulated process group (ranks are global ranks, in group-rank order)."""
+
+    def __init__(self, world: DistWorld, ranks: list[int], name: str, timeout: float) -> None:
+        self.world = world
+        self.ranks = ranks
+        self.name = name
+        self.timeout = timeout
+        self.next_seq: dict[int, int] = {r: 0 for r in ranks}
+        self.calls: dict[int, _Call] = {}
+        self.aborted: str | None = None
+
+    def rank(self) -> int:
+        task = current_task()
+        return self.ranks.index(task.rank) if task and task.rank in self.ranks else -1
+
+    def size(self) -> int:
+        return len(self.ranks)
+
+    def group_rank(self, global_rank: int) -> int:
+        return self.ranks.index(global_rank)
+
+    def __repr__(self) -> str:
+        return f"<simfs ProcessGroup {self.name} ranks={self.ranks}>"
+
+
+class DistWorld:
+    """The process groups of one run."""
+
+    def __init__(self, sched: Scheduler, world_size: int, *, latency: float, bandwidth: float,
+                 timeout: float, initialized: bool) -> None:
+        self.sched = sched
+        self.latency = latency
+        self.bandwidth = bandwidth
+        self.world = SimGroup(self, list(range(world_size)), "WORLD", timeout)
+        self.initialized = {r: initialized for r in range(world_size)}
+        self.initialized_by_job = {r: False for r in range(world_size)}
+        self.hangs: dict[int, HangInfo] = {}
+        self._groups = 0
+
+    # -- membership -------------------------------------------------------------------------
+    def group(self, group: Any, rank: int) -> SimGroup:
+        if not self.initialized[rank]:
+            raise ValueError("Default process group has not been initialized, please make sure to call init_process_group.")
+        if group is None or not isinstance(group, SimGroup):
+            return self.world
+        if rank not in group.ranks:
+            raise ValueError(f"rank {rank} is not a member of {group!r}")
+        return group
+
+    def init(self, rank: int, timeout: Any) -> None:
+        if self.initialized_by_job[rank]:
+            raise ValueError("trying to initialize the default process group twice!")
+        self.initialized_by_job[rank] = True
+        self.initialized[rank] = True
+        if timeout is not None:
+            self.world.timeout = _seconds(timeout)
+        self.collective(rank, None, "init_process_group", None)
+
+    def destroy(self, rank: int) -> None:
+        self.initialized[rank] = False
+        self.initialized_by_job[rank] = False
+
+    def new_group(self, rank: int, ranks: list[int] | None, timeout: Any) -> Any:
+        members = sorted(ranks) if ranks is not None else list(self.world.ranks)
+        bad = [r for r in members if r not in self.world.ranks]
+        if bad:
+            raise ValueError(f"new_group: ranks {bad} are not in the world of size {len(self.world.ranks)}")
+        key = tuple(members)
+        created = self.collective(rank, None, "new_group", key)
+        if rank not in created.ranks:
+            from torch.distributed import GroupMember
+
+            return GroupMember.NON_GROUP_MEMBER
+        if timeout is not None:
+            created.timeout = _seconds(timeout)
+        return created
+
+    # -- the meeting point ----------------------------------------------------------------------
+    def collective(self, rank: int, group: Any, kind: str, payload: Any, *, timeout: float | None = None,
+                   nbytes: int = 0) -> Any:
+        """Arrive at the next collective of ``group``; return this rank's result when all came."""
+        g = self.group(group, rank)
+        sched = self.sched
+        error = _backend_error()
+        if g.aborted:
+            raise error(f"[simfs] {kind} on {g.name}: the process group was aborted ({g.aborted})")
+        seq = g.next_seq[rank]
+        g.next_seq[rank] = seq + 1
+        call = g.calls.get(seq)
+        if call is None:
+            call = g.calls[seq] = _Call(kind, g, seq, sched.now)
+            call.queue = WaitQueue(f"{kind} #{seq} on {g.name}",
+                                   lambda c=call: [r for r in c.group.ranks if r not in c.arrived])
+        elif call.kind != kind:
+            first = next(iter(call.arrived))
+            raise CollectiveMismatch(
+                f"collective mismatch in {g.name} at call #{seq}: rank {first} called {call.kind}, "
+                f"rank {rank} called {kind}")
+        call.arrived[rank] = payload
+        if len(call.arrived) == len(g.ranks):
+            call.results = self._complete(call)
+            sched.notify_all(call.queue)
+        else:
+            limit = g.timeout if timeout is None else timeout
+            if not sched.block(call.queue, limit):
+                return self._timed_out(call, rank, limit, error)
+            if call.results is None:
+                raise error(f"[simfs] {kind} on {g.name}: the process group was aborted ({g.aborted})")
+        result = call.results[rank]
+        call.consumed += 1
+        if call.consumed == len(g.ranks):
+            del g.calls[seq]
+        sched.elapse(self.latency + nbytes / self.bandwidth)
+        return result
+
+    def _timed_out(self, call: _Call, rank: int, limit: float, error: type[Exception]) -> Any:
+        g = call.group
+        missing = [r for r in g.ranks if r not in call.arrived]
+        task = current_task()
+        self.hangs[rank] = HangInfo(rank, f"{call.kind} #{call.seq} on {g.name}", call.started,
+                                    self.sched.now - call.started, missing, user_frame(task.glet.gr_frame))
+        g.aborted = f"rank {rank} timed out in {call.kind} waiting for ranks {missing}"
+        raise error(f"[simfs] Rank {rank}: {call.kind} on {g.name} timed out after {limit:g}s "
+                    f"(virtual); ranks {missing} never arrived")
+
+    def _complete(self, call: _Call) -> dict[int, Any]:
+        """Every rank gets all payloads in group order (new_group: the new group)."""
+        g = call.group
+        if call.kind == "new_group":
+            keys = set(call.arrived.values())
+            if len(keys) != 1:
+                raise CollectiveMismatch(f"new_group called with different ranks on different ranks: {sorted(keys)}")
+            self._groups += 1
+            created = SimGroup(self, list(next(iter(keys))), f"group{self._groups}", self.world.timeout)
+            return {r: created for r in g.ranks}
+        ordered = [call.arrived[r] for r in g.ranks]
+        return {r: ordered for r in g.ranks}
+
+
+def _seconds(timeout: Any) -> float:
+    return timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
+
+
+def copy_object(obj: Any) -> tuple[Any, int]:
+    """What crosses process boundaries: a pickled copy (and its size)."""
+    data = pickle.dumps(obj)
+    return pickle.loads(data), len(data)

@@ -1,0 +1,101 @@
+"""The state a rank owns as a real process would: environment, pid, hostname, cwd, the
+``random`` module's generator, the ``os.urandom`` stream, and its file descriptors."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from .choices import derive_seed
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .mount import Mount
+
+FD_BASE = 1 << 30  # above any real descriptor: a simulated fd reaching a real syscall gets EBADF
+
+
+class OpenFile:
+    """An open file description (shared by dup'ed descriptors)."""
+
+    __slots__ = ("mount", "client", "ino", "path", "kind", "readable", "writable", "append",
+                 "sync", "pos", "refs", "epoch", "flags", "node")
+
+    def __init__(self, mount: Mount, client: Client, ino: int, path: str, kind: str, flags: int,
+                 readable: bool, writable: bool, append: bool, sync: bool) -> None:
+        self.mount = mount
+        self.client = client
+        self.ino = ino
+        self.path = path
+        self.kind = kind
+        self.flags = flags
+        self.readable = readable
+        self.writable = writable
+        self.append = append
+        self.sync = sync
+        self.pos = 0
+        self.refs = 1
+        self.epoch = client.epoch
+        self.node = client.node
+
+
+class Process:
+    """One simulated rank process."""
+
+    def __init__(self, *, rank: int, local_rank: int, node: int, world_size: int, local_world_size: int,
+                 nodes: int, pid: int, hostname: str, env: dict[str, str], cwd: str, seed: int, run: int) -> None:
+        self.rank = rank
+        self.local_rank = local_rank
+        self.node = node
+        self.world_size = world_size
+        self.local_world_size = local_world_size
+        self.nodes = nodes
+        self.pid = pid
+        self.hostname = hostname
+        self.env = env
+        self.cwd = cwd
+        self.umask = 0o022
+        self.random = random.Random(derive_seed(seed, "random", run, rank))
+        self._urandom = random.Random(derive_seed(seed, "urandom", run, rank))
+        self.tempnames = random.Random(derive_seed(seed, "tempfile", run, rank))
+        self.fds: dict[int, OpenFile] = {}
+        self.alive = True
+        self.last_op = ("", "")
+        self.sys: Any = None  # the Syscalls bound to this process
+        self.dist: Any = None  # the simulated torch.distributed state of this rank
+
+    def urandom(self, n: int) -> bytes:
+        return self._urandom.randbytes(n)
+
+    def alloc_fd(self, of: OpenFile) -> int:
+        fd = FD_BASE
+        while fd in self.fds:
+            fd += 1
+        self.fds[fd] = of
+        return fd
+
+
+def torchrun_env(base: dict[str, str], *, rank: int, local_rank: int, node: int, world_size: int,
+                 local_world_size: int, nodes: int, master: str, run_id: str) -> dict[str, str]:
+    """The environment torchrun gives a worker."""
+    env = dict(base)
+    env.update({
+        "RANK": str(rank),
+        "LOCAL_RANK": str(local_rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_WORLD_SIZE": str(local_world_size),
+        "GROUP_RANK": str(node),
+        "GROUP_WORLD_SIZE": str(nodes),
+        "ROLE_RANK": str(rank),
+        "ROLE_WORLD_SIZE": str(world_size),
+        "ROLE_NAME": "default",
+        "MASTER_ADDR": master,
+        "MASTER_PORT": "29500",
+        "TORCHELASTIC_RUN_ID": run_id,
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
+        "OMP_NUM_THREADS": "1",
+    })
+    for key in ("TMPDIR", "TEMP", "TMP"):
+        env.pop(key, None)  # the launcher's temp dir is a path on another machine
+    return env

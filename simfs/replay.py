@@ -1,0 +1,67 @@
+"""Replay strings: a short text that rebuilds a cluster and reproduces one of its runs."""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import zlib
+from typing import Any, Callable
+
+from .profiles import Profile, get
+
+PREFIX = "simfs1:"
+
+
+def encode(spec: dict[str, Any]) -> str:
+    raw = json.dumps(spec, separators=(",", ":"), sort_keys=True).encode()
+    return PREFIX + base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+def decode(text: str) -> dict[str, Any]:
+    """The spec inside a replay string, or a ValueError saying what is wrong with it."""
+    if not isinstance(text, str) or not text.startswith(PREFIX):
+        raise ValueError(f"not a simfs replay string (it should start with {PREFIX!r}): {str(text)[:40]!r}")
+    body = text[len(PREFIX):].strip()
+    try:
+        raw = zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        spec = json.loads(raw)
+    except (ValueError, zlib.error) as exc:
+        raise ValueError(f"corrupt simfs replay string ({exc}); copy it whole from the report") from None
+    if not isinstance(spec, dict) or spec.get("v") != 1:
+        raise ValueError("simfs replay string from an incompatible version")
+    return spec
+
+
+def profile_spec(profile: Profile) -> str | dict[str, Any]:
+    """A built-in profile by name, any other by its parameters."""
+    try:
+        if get(profile.name) == profile:
+            return profile.name
+    except ValueError:
+        pass
+    return profile.to_dict()
+
+
+def profile_from_spec(spec: str | dict[str, Any]) -> Profile:
+    return get(spec) if isinstance(spec, str) else Profile.from_dict(spec, source="replay string")
+
+
+def job_reference(job: Callable[..., Any]) -> str | None:
+    """'module:qualname' when the job can be imported again, else None."""
+    module = getattr(job, "__module__", None)
+    qualname = getattr(job, "__qualname__", "")
+    if not module or "<" in qualname or module == "__main__":
+        return None
+    return f"{module}:{qualname}"
+
+
+def resolve_job(reference: str) -> Callable[..., Any]:
+    module_name, _, qualname = reference.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot import the job {reference!r} recorded in the replay string: {exc}") from None
+    return target

@@ -1,0 +1,118 @@
+"""What a run returns: per-rank outcomes, crashes and hangs with where they happened, the trace."""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+import traceback
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+_SIMFS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"] + os.sep, os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep})
+_GREENLET_HINT = os.sep + "greenlet" + os.sep
+
+
+def _is_internal(filename: str) -> bool:
+    return filename.startswith(_SIMFS_DIR) or _GREENLET_HINT in filename
+
+
+def user_frame(frame: FrameType | None) -> str:
+    """'file:line in function' of the innermost frame of rank code (not simfs, not stdlib).
+    Runs inside ranks too, so it must not touch the filesystem."""
+    fallback = ""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not _is_internal(filename):
+            here = f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+            if not filename.startswith(_STDLIB_DIRS):
+                return here
+            fallback = fallback or here
+        frame = frame.f_back
+    return fallback
+
+
+def format_exception(exc: BaseException) -> str:
+    """A traceback without simfs's own frames."""
+    tb = exc.__traceback__
+    frames = [f for f in traceback.extract_tb(tb) if not _is_internal(f.filename)]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
+    lines.extend(traceback.format_exception_only(type(exc), exc))
+    return "".join(lines)
+
+
+@dataclass
+class CrashInfo:
+    """A rank that died with its node."""
+
+    rank: int
+    node: int
+    time: float
+    op: str
+    path: str
+    where: str
+    why: str
+
+    def __str__(self) -> str:
+        doing = f" during {self.op} {self.path}" if self.op else ""
+        return f"rank {self.rank} died with node {self.node} at {self.time:g}s{doing} ({self.why}) at {self.where}"
+
+
+@dataclass
+class HangInfo:
+    """Where a rank waited for something that never came."""
+
+    rank: int
+    what: str
+    since: float
+    waited: float
+    waiting_for: list[int]
+    where: str = ""
+
+    def __str__(self) -> str:
+        peers = f" for ranks {self.waiting_for}" if self.waiting_for else ""
+        at = f" at {self.where}" if self.where else ""
+        return f"rank {self.rank} waited {self.waited:g}s in {self.what}{peers}{at}"
+
+
+@dataclass
+class Result:
+    """The outcome of one ``Cluster.run``. Keys of the dicts are global ranks."""
+
+    returns: dict[int, Any]
+    errors: dict[int, BaseException]
+    tracebacks: dict[int, str]
+    crashed: dict[int, CrashInfo]
+    hung: dict[int, Any]
+    virtual_time: float
+    wall_time: float
+    trace: list
+    replay: str
+    ops: int
+    switches: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and not self.crashed and not self.hung
+
+    def summary(self) -> str:
+        """A human-readable account of the run."""
+        head = "ok" if self.ok else "FAILED"
+        ranks = len(set(self.returns) | set(self.errors) | set(self.crashed) | set(self.hung))
+        lines = [f"simfs run {head}: {ranks} ranks, "
+                 f"{self.ops} operations, {self.virtual_time:g}s virtual in {self.wall_time:.3f}s wall"]
+        for rank, info in sorted(self.crashed.items()):
+            lines.append(f"  crashed: {info}")
+        for rank, info in sorted(self.hung.items()):
+            lines.append(f"  hung: {info}")
+        for rank, exc in sorted(self.errors.items()):
+            lines.append(f"  rank {rank} raised {type(exc).__name__}: {exc}")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        lines.append(f"  replay: {self.replay}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<simfs.Result ok={self.ok} ranks={len(self.returns)} errors={sorted(self.errors)} " \
+               f"crashed={sorted(self.crashed)} hung={sorted(self.hung)} virtual_time={self.virtual_time:g}>"

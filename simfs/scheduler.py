@@ -1,0 +1,250 @@
+"""A deterministic scheduler in virtual time. Every rank (and every thread a rank starts) is a
+greenlet; exactly one runs at a time and hands control back at each simulated operation.
+The next task is the one with the earliest wake time; ties are broken by a draw."""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any, Callable
+
+from greenlet import getcurrent, greenlet
+
+from .choices import ChoiceSource
+from .errors import TaskKilled
+
+READY, BLOCKED, DONE = "ready", "blocked", "done"
+
+
+class WaitQueue:
+    """Tasks waiting for something (a collective, a lock, a thread to end)."""
+
+    __slots__ = ("waiters", "what", "peers")
+
+    def __init__(self, what: str, peers: Callable[[], list[int]] | None = None) -> None:
+        self.waiters: list[Task] = []
+        self.what = what
+        self.peers = peers  # who the waiters wait for, when known
+
+
+class Task:
+    """One thread of control of a simulated rank."""
+
+    __slots__ = (
+        "tid", "glet", "rank", "context", "name", "is_main", "daemon", "state", "token",
+        "woken", "waiting", "blocked_since", "pending", "result", "error", "finished", "owner",
+    )
+
+    def __init__(self, tid: int, rank: int, context: Any, name: str, is_main: bool) -> None:
+        self.tid = tid
+        self.rank = rank
+        self.context = context  # the rank's process state, opaque to the scheduler
+        self.name = name
+        self.is_main = is_main
+        self.daemon = False
+        self.state = READY
+        self.token = 0
+        self.woken = False
+        self.waiting: WaitQueue | None = None
+        self.blocked_since = 0.0
+        self.pending: BaseException | None = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.finished = WaitQueue(f"join({name})")
+        self.owner: Any = None  # the threading.Thread object for rank-started threads
+        self.glet: greenlet | None = None
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} rank={self.rank} {self.state}>"
+
+
+class Event:
+    """A callback due at a virtual time (crash at a time, lag expiry...)."""
+
+    __slots__ = ("fn", "token", "name")
+
+    def __init__(self, fn: Callable[[], None], name: str) -> None:
+        self.fn = fn
+        self.token = 0
+        self.name = name
+
+
+# greenlet -> Task for every live simulated task in this process (all clusters)
+TASKS: dict[greenlet, Task] = {}
+
+
+def current_task() -> Task | None:
+    return TASKS.get(getcurrent())
+
+
+class Scheduler:
+    """Runs tasks one at a time in virtual time."""
+
+    def __init__(self, choices: ChoiceSource, now: float = 0.0) -> None:
+        self.choices = choices
+        self.now = now
+        self._times: list[float] = []
+        self._buckets: dict[float, list[tuple[Task | Event, int]]] = {}
+        self.tasks: list[Task] = []
+        self.current: Task | None = None
+        self.switches = 0
+        self._next_tid = 0
+        self._loop: greenlet | None = None
+
+    # -- queueing --------------------------------------------------------------------------
+    def _enqueue(self, item: Task | Event, at: float) -> None:
+        item.token += 1
+        bucket = self._buckets.get(at)
+        if bucket is None:
+            bucket = self._buckets[at] = []
+            heapq.heappush(self._times, at)
+        bucket.append((item, item.token))
+
+    def _pick(self) -> Task | Event | None:
+        while self._times:
+            at = self._times[0]
+            bucket = self._buckets[at]
+            while bucket:
+                i = self.choices.choose(len(bucket)) if len(bucket) > 1 else 0
+                item, token = bucket[i]
+                bucket[i] = bucket[-1]
+                bucket.pop()
+                if token == item.token:
+                    if at > self.now:
+                        self.now = at
+                    return item
+            heapq.heappop(self._times)
+            del self._buckets[at]
+        return None
+
+    def call_at(self, at: float, fn: Callable[[], None], name: str) -> Event:
+        event = Event(fn, name)
+        self._enqueue(event, max(at, self.now))
+        return event
+
+    def cancel(self, event: Event) -> None:
+        event.token += 1
+
+    # -- tasks -----------------------------------------------------------------------------
+    def spawn(self, fn: Callable[[], Any], rank: int, context: Any, name: str, *,
+              is_main: bool, start_at: float | None = None, gr_context: Any = None) -> Task:
+        task = Task(self._next_tid, rank, context, name, is_main)
+        self._next_tid += 1
+
+        def body() -> None:
+            try:
+                task.result = fn()
+            except BaseException as exc:  # recorded for the result; never escapes a rank
+                task.error = exc
+            finally:
+                task.state = DONE
+                TASKS.pop(task.glet, None)
+                self._wake_all(task.finished)
+
+        task.glet = greenlet(body, parent=self._loop)
+        if gr_context is not None:
+            task.glet.gr_context = gr_context
+        TASKS[task.glet] = task
+        self.tasks.append(task)
+        self._enqueue(task, self.now if start_at is None else max(start_at, self.now))
+        return task
+
+    def run(self, stop: Callable[[], bool] | None = None) -> None:
+        """Run until no task or event is due (all done, or the rest blocked forever)."""
+        self._loop = getcurrent()
+        for task in self.tasks:
+            if task.state != DONE and task.glet.parent is not self._loop:
+                task.glet.parent = self._loop
+        while True:
+            item = self._pick()
+            if item is None:
+                return
+            if isinstance(item, Event):
+                item.fn()
+                continue
+            if item.pending is not None and not item.glet:
+                item.error, item.pending, item.state = item.pending, None, DONE  # killed before it started
+                TASKS.pop(item.glet, None)
+                continue
+            self.current = item
+            self.switches += 1
+            item.glet.switch()
+            self.current = None
+            if stop is not None and stop():
+                return
+
+    # -- called from tasks -----------------------------------------------------------------
+    def _switch_out(self, task: Task) -> None:
+        self._loop.switch()
+        if task.pending is not None:
+            exc, task.pending = task.pending, None
+            raise exc
+
+    def elapse(self, cost: float) -> None:
+        """The running task spent ``cost`` virtual seconds; others due earlier run first."""
+        task = self.current
+        if task.pending is not None:
+            exc, task.pending = task.pending, None
+            raise exc
+        if cost <= 0:
+            return
+        self._enqueue(task, self.now + cost)
+        self._switch_out(task)
+
+    def block(self, queue: WaitQueue, timeout: float | None = None) -> bool:
+        """Wait until notified (True) or until ``timeout`` virtual seconds pass (False)."""
+        task = self.current
+        if task.pending is not None:
+            exc, task.pending = task.pending, None
+            raise exc
+        task.state = BLOCKED
+        task.waiting = queue
+        task.woken = False
+        task.blocked_since = self.now
+        queue.waiters.append(task)
+        task.token += 1  # any earlier queue entry is void
+        if timeout is not None:
+            self._enqueue(task, self.now + max(timeout, 0.0))
+        try:
+            self._switch_out(task)
+        finally:
+            if task in queue.waiters:
+                queue.waiters.remove(task)
+            task.state = READY
+            task.waiting = None
+        return task.woken
+
+    def _wake(self, task: Task) -> None:
+        task.woken = True
+        if task in task.waiting.waiters:
+            task.waiting.waiters.remove(task)
+        self._enqueue(task, self.now)
+
+    def _wake_all(self, queue: WaitQueue) -> None:
+        for task in list(queue.waiters):
+            self._wake(task)
+
+    def notify_all(self, queue: WaitQueue) -> None:
+        self._wake_all(queue)
+
+    def notify_one(self, queue: WaitQueue) -> bool:
+        if not queue.waiters:
+            return False
+        self._wake(queue.waiters[0])
+        return True
+
+    def kill(self, task: Task, reason: str) -> None:
+        """Make a task unwind with TaskKilled the next time it would run."""
+        if task.state == DONE:
+            return
+        task.pending = TaskKilled(reason)
+        if task is self.current:
+            return
+        if task.waiting is not None and task in task.waiting.waiters:
+            task.waiting.waiters.remove(task)
+        self._enqueue(task, self.now)
+
+    def blocked(self) -> list[Task]:
+        return [t for t in self.tasks if t.state == BLOCKED]
+
+    def live(self) -> list[Task]:
+        return [t for t in self.tasks if t.state != DONE]
