@@ -35,22 +35,38 @@ class _Cached:
         self.attr, self.fetched, self.ttl = attr, fetched, ttl
 
 
+class _Extent:
+    """Contiguous dirty bytes, kept as the chunks written (joined once, when needed)."""
+
+    __slots__ = ("offset", "chunks", "length")
+
+    def __init__(self, offset: int, data: bytes) -> None:
+        self.offset, self.chunks, self.length = offset, [data], len(data)
+
+    def data(self) -> bytes:
+        if len(self.chunks) > 1:
+            self.chunks = [b"".join(self.chunks)]
+        return self.chunks[0]
+
+
 class DirtyFile:
     """Writes a node holds for one file that the server has not seen yet."""
 
     __slots__ = ("extents", "size", "base")
 
     def __init__(self, size: int, base: bytes | None = None) -> None:
-        self.extents: list[list] = []  # [offset, bytearray], in write order
+        self.extents: list[_Extent] = []  # in write order: later ones win where they overlap
         self.size = size
         self.base = base  # whole-object uploads: the content the writes apply to
 
     def write(self, offset: int, data: bytes) -> None:
+        """Keep ``data`` (immutable bytes: never copied here)."""
         last = self.extents[-1] if self.extents else None
-        if last is not None and last[0] + len(last[1]) == offset:
-            last[1] += data
+        if last is not None and last.offset + last.length == offset:
+            last.chunks.append(data)
+            last.length += len(data)
         else:
-            self.extents.append([offset, bytearray(data)])
+            self.extents.append(_Extent(offset, data))
         self.size = max(self.size, offset + len(data))
 
     def overlay(self, base: bytes, offset: int, size: int) -> bytes:
@@ -59,14 +75,15 @@ class DirtyFile:
             return b""
         out = bytearray(base[offset:end])
         out.extend(bytes(end - offset - len(out)))
-        for start, data in self.extents:
-            lo, hi = max(start, offset), min(start + len(data), end)
+        for extent in self.extents:
+            start = extent.offset
+            lo, hi = max(start, offset), min(start + extent.length, end)
             if lo < hi:
-                out[lo - offset:hi - offset] = data[lo - start:hi - start]
+                out[lo - offset:hi - offset] = extent.data()[lo - start:hi - start]
         return bytes(out)
 
     def nbytes(self) -> int:
-        return sum(len(d) for _, d in self.extents)
+        return sum(e.length for e in self.extents)
 
 
 class Client:
@@ -441,8 +458,8 @@ class Client:
         else:
             self._rpc(dirty.nbytes())
             attr = None
-            for offset, data in dirty.extents:
-                attr = self.server.write(ino, offset, bytes(data))
+            for extent in dirty.extents:
+                attr = self.server.write(ino, extent.offset, extent.data())
             if dirty.size > (attr.size if attr else self.server.getattr(ino).size):
                 attr = self.server.truncate(ino, dirty.size)
         if pending is not None:

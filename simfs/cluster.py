@@ -4,7 +4,7 @@ against simulated filesystems, deterministically and in virtual time."""
 from __future__ import annotations
 
 import contextvars
-import logging
+import gc
 import os
 import queue
 import sys
@@ -24,8 +24,6 @@ from .replay import encode, job_reference, profile_spec
 from .report import CrashInfo, HangInfo, Result, format_exception, user_frame
 from .scheduler import DONE, Scheduler, Task
 from .syscalls import Syscalls
-
-log = logging.getLogger("simfs")
 
 _MAX_UNWIND_ROUNDS = 10
 
@@ -168,15 +166,21 @@ class Cluster:
         state = _RunState()
         self.kernel.on_crash = lambda node, why: self._record_crash(sched, state, node, why)
         world = DistWorld(sched, self.world_size, latency=self.collective_latency, bandwidth=self.collective_bandwidth,
-                          timeout=self.collective_timeout, initialized=self.dist_initialized)
+                          timeout=self.collective_timeout, initialized=self.dist_initialized,
+                          note=lambda rank, op, group, outcome: self.kernel.note(
+                              op, group, outcome, rank=rank, node=rank // self.ranks_per_node))
         procs = self._spawn_ranks(sched, world, engine, run_index, job, args, kwargs)
         engine.arm_timers()
 
         wall0 = _real.perf_counter()
         start = sched.now
-        sim = threading.Thread(target=self._drive, args=(sched, state, marshal), name="simfs-run", daemon=True)
-        sim.start()
-        self._supervise(sim, sched, state, marshal)
+        gc.freeze()  # the host's objects need no cycle collection while ranks allocate
+        try:
+            sim = threading.Thread(target=self._drive, args=(sched, state, marshal), name="simfs-run", daemon=True)
+            sim.start()
+            self._supervise(sim, sched, state, marshal)
+        finally:
+            gc.unfreeze()
         wall = _real.perf_counter() - wall0
         self.kernel.end_run()
         if marshal is not None and marshal.failure is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .errors import CollectiveMismatch
 from .report import HangInfo, user_frame
@@ -60,6 +60,7 @@ class SimGroup:
     def __init__(self, world: DistWorld, ranks: list[int], name: str, timeout: float) -> None:
         self.world = world
         self.ranks = ranks
+        self._index = {r: i for i, r in enumerate(ranks)}
         self.name = name
         self.timeout = timeout
         self.next_seq: dict[int, int] = {r: 0 for r in ranks}
@@ -68,13 +69,14 @@ class SimGroup:
 
     def rank(self) -> int:
         task = current_task()
-        return self.ranks.index(task.rank) if task and task.rank in self.ranks else -1
+        return self._index.get(task.rank, -1) if task else -1
 
     def size(self) -> int:
         return len(self.ranks)
 
     def group_rank(self, global_rank: int) -> int:
-        return self.ranks.index(global_rank)
+        """This group's rank of a global rank (-1 if not a member)."""
+        return self._index.get(global_rank, -1)
 
     def __repr__(self) -> str:
         return f"<simfs ProcessGroup {self.name} ranks={self.ranks}>"
@@ -84,8 +86,9 @@ class DistWorld:
     """The process groups of one run."""
 
     def __init__(self, sched: Scheduler, world_size: int, *, latency: float, bandwidth: float,
-                 timeout: float, initialized: bool) -> None:
+                 timeout: float, initialized: bool, note: Callable[[int, str, str, str], None]) -> None:
         self.sched = sched
+        self._note = note  # trace: (rank, collective, group, outcome)
         self.latency = latency
         self.bandwidth = bandwidth
         self.world = SimGroup(self, list(range(world_size)), "WORLD", timeout)
@@ -139,6 +142,7 @@ class DistWorld:
         g = self.group(group, rank)
         sched = self.sched
         error = _backend_error()
+        self._note(rank, kind, g.name, "aborted" if g.aborted else "arrived")
         if g.aborted:
             raise error(f"[simfs] {kind} on {g.name}: the process group was aborted ({g.aborted})")
         seq = g.next_seq[rank]
@@ -177,6 +181,7 @@ class DistWorld:
         self.hangs[rank] = HangInfo(rank, f"{call.kind} #{call.seq} on {g.name}", call.started,
                                     self.sched.now - call.started, missing, user_frame(task.glet.gr_frame))
         g.aborted = f"rank {rank} timed out in {call.kind} waiting for ranks {missing}"
+        self._note(rank, call.kind, g.name, f"timeout waiting for ranks {missing}")
         raise error(f"[simfs] Rank {rank}: {call.kind} on {g.name} timed out after {limit:g}s "
                     f"(virtual); ranks {missing} never arrived")
 

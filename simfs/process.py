@@ -55,16 +55,37 @@ class Process:
         self.env = env
         self.cwd = cwd
         self.umask = 0o022
-        self.random = random.Random(derive_seed(seed, "random", run, rank))
-        self._urandom = random.Random(derive_seed(seed, "urandom", run, rank))
-        self.tempnames = random.Random(derive_seed(seed, "tempfile", run, rank))
+        self._seed = (seed, run, rank)
+        self._random: random.Random | None = None
+        self._urandom: random.Random | None = None
+        self._tempnames: random.Random | None = None
         self.fds: dict[int, OpenFile] = {}
         self.alive = True
         self.last_op = ("", "")
         self.sys: Any = None  # the Syscalls bound to this process
         self.dist: Any = None  # the simulated torch.distributed state of this rank
 
+    def _stream(self, name: str) -> random.Random:
+        seed, run, rank = self._seed
+        return random.Random(derive_seed(seed, name, run, rank))
+
+    @property
+    def random(self) -> random.Random:
+        """The ``random`` module's generator of this process (seeded from the run seed)."""
+        if self._random is None:
+            self._random = self._stream("random")
+        return self._random
+
+    @property
+    def tempnames(self) -> random.Random:
+        """tempfile's name generator of this process."""
+        if self._tempnames is None:
+            self._tempnames = self._stream("tempfile")
+        return self._tempnames
+
     def urandom(self, n: int) -> bytes:
+        if self._urandom is None:
+            self._urandom = self._stream("urandom")
         return self._urandom.randbytes(n)
 
     def alloc_fd(self, of: OpenFile) -> int:

@@ -32,6 +32,7 @@ class Task:
     __slots__ = (
         "tid", "glet", "rank", "context", "name", "is_main", "daemon", "state", "token",
         "woken", "waiting", "blocked_since", "pending", "result", "error", "finished", "owner",
+        "atomic", "owed",
     )
 
     def __init__(self, tid: int, rank: int, context: Any, name: str, is_main: bool) -> None:
@@ -52,6 +53,8 @@ class Task:
         self.finished = WaitQueue(f"join({name})")
         self.owner: Any = None  # the threading.Thread object for rank-started threads
         self.glet: greenlet | None = None
+        self.atomic = 0  # >0: inside a C extension that calls back into Python; do not switch
+        self.owed = 0.0  # virtual time spent inside atomic regions, paid when they end
 
     def __repr__(self) -> str:
         return f"<Task {self.name} rank={self.rank} {self.state}>"
@@ -187,8 +190,23 @@ class Scheduler:
             raise exc
         if cost <= 0:
             return
+        if task.atomic:
+            task.owed += cost
+            return
         self._enqueue(task, self.now + cost)
         self._switch_out(task)
+
+    def enter_atomic(self) -> None:
+        """Start a region where the running task must not be switched out (C++ code such as
+        torch.save keeps thread-local state across its calls back into Python)."""
+        self.current.atomic += 1
+
+    def exit_atomic(self) -> None:
+        task = self.current
+        task.atomic -= 1
+        if task.atomic == 0 and task.owed:
+            owed, task.owed = task.owed, 0.0
+            self.elapse(owed)
 
     def block(self, queue: WaitQueue, timeout: float | None = None) -> bool:
         """Wait until notified (True) or until ``timeout`` virtual seconds pass (False)."""
@@ -207,30 +225,21 @@ class Scheduler:
         try:
             self._switch_out(task)
         finally:
-            if task in queue.waiters:
+            if not task.woken and task in queue.waiters:  # timed out or killed
                 queue.waiters.remove(task)
             task.state = READY
             task.waiting = None
         return task.woken
 
-    def _wake(self, task: Task) -> None:
-        task.woken = True
-        if task in task.waiting.waiters:
-            task.waiting.waiters.remove(task)
-        self._enqueue(task, self.now)
-
     def _wake_all(self, queue: WaitQueue) -> None:
-        for task in list(queue.waiters):
-            self._wake(task)
+        waiters, queue.waiters = queue.waiters, []
+        for task in waiters:
+            task.woken = True
+            self._enqueue(task, self.now)
 
     def notify_all(self, queue: WaitQueue) -> None:
         self._wake_all(queue)
 
-    def notify_one(self, queue: WaitQueue) -> bool:
-        if not queue.waiters:
-            return False
-        self._wake(queue.waiters[0])
-        return True
 
     def kill(self, task: Task, reason: str) -> None:
         """Make a task unwind with TaskKilled the next time it would run."""

@@ -46,7 +46,7 @@ class Inode:
         self.kind = kind
         self.mode = mode
         self.nlink = 2 if kind == DIR else 1
-        self.data = bytearray() if kind == FILE else None
+        self.data: bytes | bytearray | None = b"" if kind == FILE else None
         self.entries: dict[str, int] | None = {} if kind == DIR else None
         self.target = target
         self.mtime = self.ctime = now
@@ -56,9 +56,33 @@ class Inode:
         twin = Inode.__new__(Inode)
         for slot in Inode.__slots__:
             setattr(twin, slot, getattr(self, slot))
-        twin.data = bytearray(self.data) if self.data is not None else None
+        if isinstance(self.data, bytearray):
+            twin.data = bytes(self.data)  # copy on write: see mutable()
         twin.entries = dict(self.entries) if self.entries is not None else None
         return twin
+
+    def mutable(self) -> bytearray:
+        """The file's bytes, ready to change in place (data is shared as bytes until then)."""
+        if not isinstance(self.data, bytearray):
+            self.data = bytearray(self.data)
+        return self.data
+
+    def put(self, offset: int, data: bytes) -> None:
+        """Write ``data`` at ``offset``; a whole-file write adopts the bytes without copying."""
+        if offset == 0 and isinstance(data, bytes) and len(data) >= len(self.data):
+            self.data = data
+            return
+        buf = self.mutable()
+        if len(buf) < offset:
+            buf.extend(bytes(offset - len(buf)))
+        buf[offset:offset + len(data)] = data
+
+    def resize(self, size: int) -> None:
+        buf = self.mutable()
+        if size < len(buf):
+            del buf[size:]
+        else:
+            buf.extend(bytes(size - len(buf)))
 
     def size(self) -> int:
         if self.kind == FILE:
@@ -194,14 +218,9 @@ class Server:
             return
         node = self._durable_inode(unit.ino, FILE)
         if unit.data is None:
-            del node.data[unit.size:]
-            node.data.extend(bytes(unit.size - len(node.data)))
-            return
-        data = unit.data if torn_bytes is None else unit.data[:torn_bytes]
-        end = unit.offset + len(data)
-        if len(node.data) < unit.offset:
-            node.data.extend(bytes(unit.offset - len(node.data)))
-        node.data[unit.offset:end] = data
+            node.resize(unit.size)
+        else:
+            node.put(unit.offset, unit.data if torn_bytes is None else unit.data[:torn_bytes])
 
     def _persist_seqs(self, seqs: list[int]) -> None:
         for seq in seqs:
@@ -470,8 +489,8 @@ class Server:
             raise fs_error(errno.EISDIR)
         node = self._new_inode(src.kind, src.mode, src.target)
         if src.kind == FILE:
-            node.data = bytearray(src.data)
-            self._record(DataUnit(node.ino, 0, bytes(src.data)))
+            node.data = bytes(src.data)
+            self._record(DataUnit(node.ino, 0, node.data))
         return node.ino, self.publish(dst_dir, dst_name, node.ino)
 
     def alloc(self, mode: int) -> int:
@@ -495,16 +514,15 @@ class Server:
 
     # -- RPCs: data ------------------------------------------------------------------------
     def write(self, ino: int, offset: int, data: bytes) -> Attr:
+        """WRITE: ``data`` must not change afterwards (bytes are kept, not copied)."""
         node = self._inode(ino)
         if node.kind != FILE:
             raise fs_error(errno.EISDIR)
-        end = offset + len(data)
-        buf = node.data
-        if len(buf) < offset:
-            buf.extend(bytes(offset - len(buf)))
-        buf[offset:end] = data
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        node.put(offset, data)
         self._touch(node)
-        self._record(DataUnit(ino, offset, bytes(data)))
+        self._record(DataUnit(ino, offset, data))
         return self.attr(node)
 
     def replace_content(self, ino: int, data: bytes) -> Attr:
@@ -516,10 +534,7 @@ class Server:
         node = self._inode(ino)
         if node.kind != FILE:
             raise fs_error(errno.EISDIR)
-        if size < len(node.data):
-            del node.data[size:]
-        else:
-            node.data.extend(bytes(size - len(node.data)))
+        node.resize(size)
         self._touch(node)
         self._record(DataUnit(ino, 0, None, size))
         return self.attr(node)

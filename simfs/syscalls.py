@@ -24,6 +24,11 @@ _O_TMPFILE = getattr(os, "O_TMPFILE", 0)
 _SYNC_FLAGS = os.O_SYNC | getattr(os, "O_DSYNC", 0)
 
 
+def _frozen(data: Any) -> bytes:
+    """Bytes the caller cannot change any more (bytes objects pass without a copy)."""
+    return data if type(data) is bytes else bytes(data)
+
+
 def _errname(code: int | None) -> str:
     return errno.errorcode.get(code or 0, str(code))
 
@@ -464,11 +469,11 @@ class Syscalls:
         if fd < FD_BASE:
             return _real.write(fd, data)
         of = self._fd(fd)
-        return self._op("write", of.path, None, lambda: self._write(of, bytes(data), None))
+        return self._op("write", of.path, None, lambda: self._write(of, _frozen(data), None))
 
     def pwrite(self, fd: int, data: Any, offset: int) -> int:
         of = self._fd(fd)
-        return self._op("write", of.path, None, lambda: self._write(of, bytes(data), offset))
+        return self._op("write", of.path, None, lambda: self._write(of, _frozen(data), offset))
 
     def _write(self, of: OpenFile, data: bytes, offset: int | None) -> int:
         self._check_io(of, True)

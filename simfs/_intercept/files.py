@@ -150,6 +150,10 @@ def sim_open(sys: Syscalls, file: Any, mode: str = "r", buffering: int = -1, enc
         return _real_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
     if not isinstance(file, int):
         file = os.fspath(file)
+        if isinstance(file, (str, bytes)) and file and sys.kernel.is_real(sys._abs(file)[0]):
+            if set(mode) & set("wax+"):
+                raise sys._real_write_refused(file)
+            return _real_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
     if not isinstance(mode, str):
         raise TypeError(f"open() argument 'mode' must be str, not {type(mode).__name__}")
     modes = set(mode)

@@ -70,8 +70,8 @@ def scan_modules() -> None:
         if not isinstance(module, ModuleType) or _scanned.get(name) == id(module):
             continue
         _scanned[name] = id(module)
-        if name == _OWN_PREFIX or name.startswith(_OWN_PREFIX + "."):
-            continue
+        if name in sys.builtin_module_names or name == _OWN_PREFIX or name.startswith(_OWN_PREFIX + "."):
+            continue  # C modules (e.g. _io.open, which importlib's open_code calls) keep the originals
         try:
             namespace = module.__dict__
         except AttributeError:

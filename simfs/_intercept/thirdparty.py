@@ -17,6 +17,19 @@ def _refuse(call: str, why: str, instead: str) -> Any:
     return sim
 
 
+def _atomic(fn: Any) -> Any:
+    """Run ``fn`` without switching ranks (its C++ part calls back into Python file objects)."""
+
+    def sim(task: Task, *args: Any, **kwargs: Any) -> Any:
+        sched = task.context.sys.kernel.sched
+        sched.enter_atomic()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sched.exit_atomic()
+    return sim
+
+
 def _install_numpy() -> None:
     import numpy as np
 
@@ -52,6 +65,10 @@ def _install_torch() -> None:
             ser._opener.__init__(self, writer)
 
     patch(ser, "_open_zipfile_writer_file", ZipWriter, scan=False)
+    for name in ("save", "load"):
+        sim = _atomic(getattr(ser, name))
+        patch_function(ser, name, sim)
+        patch_function(torch, name, sim)
     refuse = _refuse("torch.UntypedStorage.from_file", "torch maps the file in C++",
                      "load with torch.load(f, mmap=False)")
     patch_function(torch, "from_file", _refuse("torch.from_file", "torch maps the file in C++",

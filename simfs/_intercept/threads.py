@@ -85,7 +85,7 @@ def _new_rlock(task: Task, *args: Any, **kwargs: Any) -> Any:
 def _stand_in(task: Task) -> threading.Thread:
     """The Thread object a rank's main task sees as current (and as main) thread."""
     if task.owner is None:
-        thread = threading.Thread(name="MainThread")
+        thread = threading.Thread(name="MainThread", daemon=False)
         thread._ident = _FAKE_IDENT + task.tid
         task.owner = thread
     return task.owner

@@ -35,9 +35,10 @@ def _group_rank(task: Task, group: Any, group_rank: Any, global_rank: Any) -> in
     g = _world(task).group(group, _rank(task))
     if group_rank is not None:
         return group_rank
-    if global_rank not in g.ranks:
+    index = g.group_rank(global_rank)
+    if index < 0:
         raise ValueError(f"rank {global_rank} is not part of {g.name}")
-    return g.group_rank(global_rank)
+    return index
 
 
 def _tensor_bytes(tensor: Any) -> int:
@@ -73,7 +74,7 @@ def destroy_process_group(task: Task, group: Any = None) -> None:
 @_api
 def get_rank(task: Task, group: Any = None) -> int:
     g = _world(task).group(group, _rank(task)) if not isinstance(group, SimGroup) else group
-    return g.ranks.index(_rank(task)) if _rank(task) in g.ranks else -1
+    return g.group_rank(_rank(task))
 
 
 @_api
