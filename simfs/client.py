@@ -255,8 +255,7 @@ class Client:
         try:
             ino, created, change = self.server.create(dir_ino, name, mode, exclusive)
         except OSError as exc:
-            if exc.errno == errno.EEXIST:
-                self._rpc()  # the failed CREATE leaves cached entries as they were
+            self._failed_create(dir_ino, name, exc)
             raise
         self._after_change(change)
         self._cache_entry(dir_ino, name, ino)
@@ -279,17 +278,30 @@ class Client:
         self.dentries.setdefault(dir_ino, {})[name] = (ino, self._clock())
         return ino, True
 
+    def _failed_create(self, dir_ino: int, name: str, exc: OSError) -> None:
+        """Linux drops the dentry of a failed create; with ``eexist_drops_entry`` off, a stale
+        negative entry survives EEXIST (the makedirs trap: EEXIST, then isdir() says False)."""
+        if exc.errno == errno.EEXIST and self.profile.eexist_drops_entry:
+            self.forget_entry(dir_ino, name)
+
     def mkdir(self, dir_ino: int, name: str, mode: int) -> int:
-        # The makedirs trap: EEXIST from the server leaves a cached negative entry in place.
         self._rpc()
-        ino, change = self.server.mkdir(dir_ino, name, mode)
+        try:
+            ino, change = self.server.mkdir(dir_ino, name, mode)
+        except OSError as exc:
+            self._failed_create(dir_ino, name, exc)
+            raise
         self._after_change(change)
         self._cache_entry(dir_ino, name, ino)
         return ino
 
     def symlink(self, dir_ino: int, name: str, target: str) -> int:
         self._rpc()
-        ino, change = self.server.symlink(dir_ino, name, target)
+        try:
+            ino, change = self.server.symlink(dir_ino, name, target)
+        except OSError as exc:
+            self._failed_create(dir_ino, name, exc)
+            raise
         self._after_change(change)
         self._cache_entry(dir_ino, name, ino)
         return ino

@@ -48,6 +48,7 @@ class Profile:
     lookup_tied_to_parent: bool = True  # dentries valid only while the parent's attrs are
     positive_ttl: float = math.inf  # upper bound on a cached positive lookup
     negative_ttl: float = math.inf  # upper bound on a cached "not found"
+    eexist_drops_entry: bool = True  # a create failing with EEXIST forgets the cached entry (Linux d_drop)
     cto: bool = True  # close-to-open: open() revalidates attributes
     write_back: Literal["through", "close", "locked"] = "through"
     upload: Literal["extents", "whole"] = "extents"
@@ -173,10 +174,11 @@ _BUILTIN: dict[str, Profile] = {
     "nfs": Profile(
         name="nfs",
         acregmin=3.0, acregmax=60.0, acdirmin=30.0, acdirmax=60.0,
-        lookupcache="all", write_back="close", data_durable="close", entry_durable="op",
+        lookupcache="all", eexist_drops_entry=False, write_back="close", data_durable="close", entry_durable="op",
         unlink_open="estale", silly_rename=True, crash_order="omit_one",
         mtime_granularity=1.0, rpc_latency=5e-4, bandwidth=1e9, jitter=0.5,
-        notes="Linux NFS client defaults (nfs(5)): close-to-open, lookupcache=all, ESTALE, silly rename",
+        notes="Linux NFS client defaults (nfs(5)): close-to-open, lookupcache=all, ESTALE, silly rename, "
+              "EEXIST leaves a stale negative entry (the makedirs trap)",
     ),
     "lustre": Profile(
         name="lustre",

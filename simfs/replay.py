@@ -34,17 +34,26 @@ def decode(text: str) -> dict[str, Any]:
 
 
 def profile_spec(profile: Profile) -> str | dict[str, Any]:
-    """A built-in profile by name, any other by its parameters."""
+    """A built-in profile by name; a variant of one as its name plus the changed parameters;
+    any other by all its parameters."""
     try:
-        if get(profile.name) == profile:
-            return profile.name
+        base = get(profile.name)
     except ValueError:
-        pass
-    return profile.to_dict()
+        return profile.to_dict()
+    if base == profile:
+        return profile.name
+    changed = {k: v for k, v in profile.to_dict().items() if getattr(base, k) != v}
+    return {"base": profile.name, **changed}
 
 
 def profile_from_spec(spec: str | dict[str, Any]) -> Profile:
-    return get(spec) if isinstance(spec, str) else Profile.from_dict(spec, source="replay string")
+    if isinstance(spec, str):
+        return get(spec)
+    spec = dict(spec)
+    base = spec.pop("base", None)
+    if base is not None:
+        return get(base).replace(**spec)
+    return Profile.from_dict(spec, source="replay string")
 
 
 def job_reference(job: Callable[..., Any]) -> str | None:

@@ -116,3 +116,26 @@ class Result:
     def __repr__(self) -> str:
         return f"<simfs.Result ok={self.ok} ranks={len(self.returns)} errors={sorted(self.errors)} " \
                f"crashed={sorted(self.crashed)} hung={sorted(self.hung)} virtual_time={self.virtual_time:g}>"
+
+
+def result_to_json(result: Result, *, trace: bool = False) -> dict[str, Any]:
+    """A JSON-ready account of a run (schema version 1)."""
+    out: dict[str, Any] = {
+        "schema": 1,
+        "ok": result.ok,
+        "virtual_time": result.virtual_time,
+        "wall_time": result.wall_time,
+        "ops": result.ops,
+        "returns": {str(r): repr(v) for r, v in sorted(result.returns.items())},
+        "errors": {str(r): {"type": type(e).__name__, "message": str(e), "traceback": result.tracebacks.get(r, "")}
+                   for r, e in sorted(result.errors.items())},
+        "crashed": {str(r): {"node": c.node, "time": c.time, "op": c.op, "path": c.path, "where": c.where, "why": c.why}
+                    for r, c in sorted(result.crashed.items())},
+        "hung": {str(r): {"what": h.what, "since": h.since, "waited": h.waited, "waiting_for": h.waiting_for,
+                          "where": h.where} for r, h in sorted(result.hung.items())},
+        "notes": list(result.notes),
+        "replay": result.replay,
+    }
+    if trace:
+        out["trace"] = [list(event) for event in result.trace]
+    return out

@@ -5,6 +5,7 @@ it acts on the rank's simulated machine."""
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 
 from . import clock, files, oslevel, procstate, stdlib, thirdparty, threads
@@ -21,5 +22,9 @@ def install() -> None:
         if not _installed:
             for group in (oslevel, files, procstate, clock, stdlib, threads, thirdparty):
                 group.install()
+            if importlib.util.find_spec("fsspec") is not None:
+                from ..fsspec_view import register
+
+                register()
             _installed = True
         scan_modules()
