@@ -48,6 +48,26 @@ class _Extent:
             self.chunks = [b"".join(self.chunks)]
         return self.chunks[0]
 
+    def pieces(self, small: int = 1 << 16) -> list[tuple[int, bytes]]:
+        """(offset, bytes) to send: big chunks as they are, runs of small ones joined."""
+        out: list[tuple[int, bytes]] = []
+        run: list[bytes] = []
+        offset = start = self.offset
+        for chunk in self.chunks:
+            if len(chunk) >= small:
+                if run:
+                    out.append((start, b"".join(run)))
+                    run = []
+                out.append((offset, chunk))
+            else:
+                if not run:
+                    start = offset
+                run.append(chunk)
+            offset += len(chunk)
+        if run:
+            out.append((start, b"".join(run)))
+        return out
+
 
 class DirtyFile:
     """Writes a node holds for one file that the server has not seen yet."""
@@ -471,7 +491,8 @@ class Client:
             self._rpc(dirty.nbytes())
             attr = None
             for extent in dirty.extents:
-                attr = self.server.write(ino, extent.offset, extent.data())
+                for offset, data in extent.pieces():
+                    attr = self.server.write(ino, offset, data)
             if dirty.size > (attr.size if attr else self.server.getattr(ino).size):
                 attr = self.server.truncate(ino, dirty.size)
         if pending is not None:

@@ -152,6 +152,14 @@ class Cluster:
         from ._intercept import install
 
         install()
+        gc.freeze()  # the host's objects need no cycle collection while ranks allocate
+        try:
+            return self._run(job, args, kwargs, faults, choices)
+        finally:
+            gc.unfreeze()
+
+    def _run(self, job: Callable[..., Any], args: tuple, kwargs: dict, faults: Iterable[Fault] | None,
+             choices: Any) -> Result:
         run_index = self.runs
         self.runs += 1
         fault_list = self.faults if faults is None else self._check_faults(faults)
@@ -174,13 +182,9 @@ class Cluster:
 
         wall0 = _real.perf_counter()
         start = sched.now
-        gc.freeze()  # the host's objects need no cycle collection while ranks allocate
-        try:
-            sim = threading.Thread(target=self._drive, args=(sched, state, marshal), name="simfs-run", daemon=True)
-            sim.start()
-            self._supervise(sim, sched, state, marshal)
-        finally:
-            gc.unfreeze()
+        sim = threading.Thread(target=self._drive, args=(sched, state, marshal), name="simfs-run", daemon=True)
+        sim.start()
+        self._supervise(sim, sched, state, marshal)
         wall = _real.perf_counter() - wall0
         self.kernel.end_run()
         if marshal is not None and marshal.failure is not None:

@@ -11,6 +11,7 @@ from typing import Callable, NamedTuple
 
 from .choices import ChoiceSource
 from .profiles import Profile
+from .rope import Rope
 
 FILE, DIR, LINK = "f", "d", "l"
 ROOT = 1
@@ -46,7 +47,7 @@ class Inode:
         self.kind = kind
         self.mode = mode
         self.nlink = 2 if kind == DIR else 1
-        self.data: bytes | bytearray | None = b"" if kind == FILE else None
+        self.data: Rope | None = Rope() if kind == FILE else None
         self.entries: dict[str, int] | None = {} if kind == DIR else None
         self.target = target
         self.mtime = self.ctime = now
@@ -56,33 +57,9 @@ class Inode:
         twin = Inode.__new__(Inode)
         for slot in Inode.__slots__:
             setattr(twin, slot, getattr(self, slot))
-        if isinstance(self.data, bytearray):
-            twin.data = bytes(self.data)  # copy on write: see mutable()
+        twin.data = self.data.copy() if self.data is not None else None
         twin.entries = dict(self.entries) if self.entries is not None else None
         return twin
-
-    def mutable(self) -> bytearray:
-        """The file's bytes, ready to change in place (data is shared as bytes until then)."""
-        if not isinstance(self.data, bytearray):
-            self.data = bytearray(self.data)
-        return self.data
-
-    def put(self, offset: int, data: bytes) -> None:
-        """Write ``data`` at ``offset``; a whole-file write adopts the bytes without copying."""
-        if offset == 0 and isinstance(data, bytes) and len(data) >= len(self.data):
-            self.data = data
-            return
-        buf = self.mutable()
-        if len(buf) < offset:
-            buf.extend(bytes(offset - len(buf)))
-        buf[offset:offset + len(data)] = data
-
-    def resize(self, size: int) -> None:
-        buf = self.mutable()
-        if size < len(buf):
-            del buf[size:]
-        else:
-            buf.extend(bytes(size - len(buf)))
 
     def size(self) -> int:
         if self.kind == FILE:
@@ -218,9 +195,9 @@ class Server:
             return
         node = self._durable_inode(unit.ino, FILE)
         if unit.data is None:
-            node.resize(unit.size)
+            node.data.truncate(unit.size)
         else:
-            node.put(unit.offset, unit.data if torn_bytes is None else unit.data[:torn_bytes])
+            node.data.write(unit.offset, unit.data if torn_bytes is None else unit.data[:torn_bytes])
 
     def _persist_seqs(self, seqs: list[int]) -> None:
         for seq in seqs:
@@ -342,13 +319,13 @@ class Server:
         node = self._inode(ino)
         if node.kind == DIR:
             raise fs_error(errno.EISDIR)
-        return bytes(node.data)
+        return node.data.tobytes()
 
     def read(self, ino: int, offset: int, size: int) -> bytes:
         node = self._inode(ino)
         if node.kind == DIR:
             raise fs_error(errno.EISDIR)
-        return bytes(node.data[offset:offset + size])
+        return node.data.slice(offset, size)
 
     # -- RPCs: namespace -------------------------------------------------------------------
     def _check_new(self, parent: Inode, name: str) -> None:
@@ -489,8 +466,8 @@ class Server:
             raise fs_error(errno.EISDIR)
         node = self._new_inode(src.kind, src.mode, src.target)
         if src.kind == FILE:
-            node.data = bytes(src.data)
-            self._record(DataUnit(node.ino, 0, node.data))
+            node.data = src.data.copy()
+            self._record(DataUnit(node.ino, 0, node.data.tobytes()))
         return node.ino, self.publish(dst_dir, dst_name, node.ino)
 
     def alloc(self, mode: int) -> int:
@@ -520,7 +497,7 @@ class Server:
             raise fs_error(errno.EISDIR)
         if not isinstance(data, bytes):
             data = bytes(data)
-        node.put(offset, data)
+        node.data.write(offset, data)
         self._touch(node)
         self._record(DataUnit(ino, offset, data))
         return self.attr(node)
@@ -534,7 +511,7 @@ class Server:
         node = self._inode(ino)
         if node.kind != FILE:
             raise fs_error(errno.EISDIR)
-        node.resize(size)
+        node.data.truncate(size)
         self._touch(node)
         self._record(DataUnit(ino, 0, None, size))
         return self.attr(node)

@@ -25,8 +25,13 @@ _SYNC_FLAGS = os.O_SYNC | getattr(os, "O_DSYNC", 0)
 
 
 def _frozen(data: Any) -> bytes:
-    """Bytes the caller cannot change any more (bytes objects pass without a copy)."""
-    return data if type(data) is bytes else bytes(data)
+    """Bytes the caller cannot change any more: bytes objects (also seen through a memoryview
+    that covers them, as buffered writers pass large writes) are kept without a copy."""
+    if type(data) is bytes:
+        return data
+    if type(data) is memoryview and type(data.obj) is bytes and data.nbytes == len(data.obj) and data.contiguous:
+        return data.obj
+    return bytes(data)
 
 
 def _errname(code: int | None) -> str:

@@ -1,0 +1,54 @@
+"""Shared benchmark plumbing: repeated measurements, medians, a printed table, and the
+results written under reports/ (JSON, plus a section of reports/BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from typing import Any, Callable
+
+REPORTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reports")
+
+
+def median_of(repeats: int, measure: Callable[[], float]) -> tuple[float, list[float]]:
+    """Run ``measure`` ``repeats`` times; its median and all samples."""
+    samples = [measure() for _ in range(repeats)]
+    return statistics.median(samples), samples
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A markdown table."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    line = lambda row: "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |"  # noqa: E731
+    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
+
+
+def machine() -> str:
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def write_report(name: str, command: str, markdown: str, data: dict[str, Any]) -> None:
+    """Save JSON results and replace this benchmark's section of reports/BENCHMARKS.md."""
+    os.makedirs(REPORTS, exist_ok=True)
+    with open(os.path.join(REPORTS, f"{name}.json"), "w", encoding="utf-8") as f:
+        json.dump({"command": command, "machine": machine(), **data}, f, indent=2)
+    path = os.path.join(REPORTS, "BENCHMARKS.md")
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    section = f"{begin}\n{markdown.strip()}\n\nCommand: `{command}` ({machine()})\n{end}"
+    text = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + section + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)

@@ -1,0 +1,171 @@
+"""simfs speed: the simfs rows of the performance table in DESIGN.md.
+
+  python benchmarks/simfs_speed.py [--repeats 5]
+
+Measures, as medians of several runs: simulated filesystem operations per wall second (one
+core), the 1024-rank job and how its time grows when ranks double, virtual/wall time in a
+lag-dominated job, and sequential write throughput; real local-disk figures alongside."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import simfs  # noqa: E402
+from common import median_of, table, timed, write_report  # noqa: E402
+
+STAT_OPS = 40_000
+WRITE_MB = 256
+
+
+def stat_loop(n: int) -> int:
+    """Metadata operations on a warm cache (the simulator's per-operation overhead)."""
+    if dist.get_rank() == 0:
+        os.makedirs("/shared/d", exist_ok=True)
+    dist.barrier()
+    for _ in range(n):
+        os.stat("/shared/d")
+    return n
+
+
+def mixed_ops(n: int) -> int:
+    """Create, write, close, stat and list: each rank its own files."""
+    rank = dist.get_rank()
+    base = f"/shared/r{rank}"
+    os.mkdir(base)
+    for i in range(n):
+        path = f"{base}/f{i % 16}"
+        with open(path, "wb") as f:
+            f.write(b"x" * 64)
+        os.stat(path)
+        if i % 16 == 0:
+            os.listdir(base)
+    return n
+
+
+def fan_in() -> int | None:
+    """DESIGN.md's scaling job: mkdir by rank 0, barrier, each rank writes a file, barrier, list."""
+    rank = dist.get_rank()
+    if rank == 0:
+        os.makedirs("/shared/out")
+    dist.barrier()
+    with open(f"/shared/out/part-{rank}", "w") as f:
+        f.write(str(rank))
+    dist.barrier()
+    return len(os.listdir("/shared/out")) if rank == 0 else None
+
+
+def lagged_wait() -> float:
+    """OLMo-style: rank 0 makes a directory; the others poll for it every second, and on NFS
+    they see it only when their cached 'not found' expires (up to a minute)."""
+    path = "/shared/ckpt/step100"
+    if dist.get_rank() != 0:
+        os.path.exists(path)  # caches a negative entry on other nodes
+    dist.barrier()
+    if dist.get_rank() == 0:
+        os.makedirs(path)
+    import time
+
+    start = time.monotonic()
+    while not os.path.exists(path):
+        time.sleep(1.0)
+    return time.monotonic() - start
+
+
+def sequential_write(mb: int) -> int:
+    chunk = b"\xab" * (1 << 20)
+    with open("/shared/big.bin", "wb") as f:
+        for _ in range(mb):
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    return mb
+
+
+def sim_run(job, *args, nodes=1, rpn=1, profile="nfs", seed=0):
+    result = simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=profile, seed=seed).run(job, *args)
+    if not result.ok:
+        raise RuntimeError(result.summary())
+    return result
+
+
+def real_stat_ops(n: int) -> float:
+    with tempfile.TemporaryDirectory() as d:
+        seconds, _ = timed(lambda: [os.stat(d) for _ in range(n)])
+    return n / seconds
+
+
+def real_write_mb_s(mb: int) -> float:
+    chunk = b"\xab" * (1 << 20)
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(__file__))) as d:
+        def write() -> None:
+            with open(os.path.join(d, "big.bin"), "wb") as f:
+                for _ in range(mb):
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+        seconds, _ = timed(write)
+    return mb / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    sim_run(stat_loop, 10)  # warm up: installs the interception once
+    rows, data = [], {}
+
+    def ops_per_s(job, n, nodes, rpn) -> float:
+        seconds, result = timed(lambda: sim_run(job, n, nodes=nodes, rpn=rpn))
+        return result.ops / seconds
+
+    one, samples1 = median_of(args.repeats, lambda: ops_per_s(stat_loop, STAT_OPS, 1, 1))
+    eight, samples8 = median_of(args.repeats, lambda: ops_per_s(mixed_ops, 400, 2, 4))
+    real, _ = median_of(args.repeats, lambda: real_stat_ops(STAT_OPS))
+    rows.append(["simulated ops per wall second, 1 rank (stat, warm cache)", f"{one:,.0f}", ">= 50,000",
+                 f"real os.stat: {real:,.0f}/s"])
+    rows.append(["simulated ops per wall second, 8 ranks on 2 nodes (mixed)", f"{eight:,.0f}", ">= 50,000", ""])
+    data["ops_per_s"] = {"one_rank": samples1, "eight_ranks": samples8, "real_stat": real}
+
+    scaling = {}
+    for ranks in (256, 512, 1024, 2048):
+        seconds, _ = median_of(args.repeats, lambda: timed(lambda: sim_run(fan_in, nodes=ranks // 8, rpn=8))[0])
+        scaling[ranks] = seconds
+    rows.append(["1024 ranks: mkdir, barrier, write, barrier, list (wall s)", f"{scaling[1024]:.2f}", "< 10", ""])
+    rows.append(["same job, 2048 / 1024 ranks (time ratio)", f"{scaling[2048] / scaling[1024]:.2f}x", "<= 2.2x",
+                 f"512/256: {scaling[512] / scaling[256]:.2f}x"])
+    data["fan_in_seconds"] = scaling
+
+    def lag_ratio() -> float:
+        seconds, result = timed(lambda: sim_run(lagged_wait, nodes=4, rpn=2))
+        return result.virtual_time / seconds
+
+    lag, lag_samples = median_of(args.repeats, lag_ratio)
+    rows.append(["virtual / wall time, lag-dominated job (8 ranks polling NFS)", f"{lag:,.0f}x", ">= 1000x", ""])
+    data["lag_ratio"] = lag_samples
+
+    def write_mb_s(profile: str) -> float:
+        seconds, _ = timed(lambda: sim_run(sequential_write, WRITE_MB, profile=profile))
+        return WRITE_MB / seconds
+
+    nfs, nfs_samples = median_of(args.repeats, lambda: write_mb_s("nfs"))
+    local, local_samples = median_of(args.repeats, lambda: write_mb_s("local"))
+    disk, _ = median_of(3, lambda: real_write_mb_s(WRITE_MB))
+    rows.append([f"simulated sequential write, {WRITE_MB} MiB (MB/s), nfs", f"{nfs:,.0f}", ">= 200",
+                 f"real disk + fsync: {disk:,.0f}"])
+    rows.append([f"simulated sequential write, {WRITE_MB} MiB (MB/s), local", f"{local:,.0f}", ">= 200", ""])
+    data["write_mb_s"] = {"nfs": nfs_samples, "local": local_samples, "real_disk": disk}
+
+    markdown = "## simfs speed\n\nMedians of {} runs.\n\n".format(args.repeats) + table(
+        ["what", "measured", "target", "context"], rows)
+    print(markdown)
+    write_report("simfs_speed", f"python benchmarks/simfs_speed.py --repeats {args.repeats}", markdown, data)
+
+
+if __name__ == "__main__":
+    main()
