@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import builtins
 import io
 import os
@@ -27,3 +28,4 @@ monotonic = time.monotonic
 perf_counter = time.perf_counter
 sleep = time.sleep
 time_time = time.time
+allocate_lock = _thread.allocate_lock

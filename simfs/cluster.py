@@ -45,10 +45,11 @@ class _Marshal:
     def _ask(self, kind: str, arg: int) -> Any:
         if self.failure is not None:
             raise _AbortRun()
-        done = threading.Event()
+        done = _real.allocate_lock()  # real: this runs inside ranks, where locks are simulated
+        done.acquire()
         box: list[Any] = [None, None]
         self._requests.put((done, box, kind, arg))
-        done.wait()
+        done.acquire()
         if box[1] is not None:
             raise _AbortRun()
         return box[0]
@@ -70,7 +71,7 @@ class _Marshal:
         except BaseException as exc:  # e.g. Hypothesis' StopTest: re-raised on the owner's thread
             self.failure = exc
             box[1] = exc
-        done.set()
+        done.release()
 
 
 class _RunState:

@@ -10,14 +10,12 @@ import sys
 import sysconfig
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from greenlet import getcurrent
-
 from .choices import ChoiceSource
 from .client import Meter
 from .errors import TaskKilled
 from .mount import Mount
 from .profiles import Profile
-from .scheduler import TASKS, Scheduler
+from .scheduler import Scheduler, current_task
 from .server import ROOT
 from .vfs import NodeVfs
 
@@ -145,7 +143,7 @@ class Kernel:
 
     # -- around every operation ----------------------------------------------------------------
     def begin(self, proc: Process, op: str, path: str) -> float:
-        task = TASKS.get(getcurrent())
+        task = current_task()
         if task is None or self.sched is None:
             return self.now()
         if task.pending is not None:
@@ -170,7 +168,7 @@ class Kernel:
     def finish(self, proc: Process, op: str, path: str, start: float, outcome: str) -> None:
         self.trace.append(TraceEvent(start, proc.rank, proc.node, op, path, outcome))
         cost = self.meter.take()
-        if self.sched is None or TASKS.get(getcurrent()) is None:
+        if self.sched is None or current_task() is None:
             return
         if self.faults.slow_ops:
             cost += self.faults.delay(proc, op, path)
@@ -178,11 +176,11 @@ class Kernel:
 
     def interleave(self) -> None:
         """Yield inside an operation (between two requests of a non-atomic one)."""
-        if self.sched is not None and TASKS.get(getcurrent()) is not None:
+        if self.sched is not None and current_task() is not None:
             self.sched.elapse(self.meter.take())
 
     def flush_fault(self, proc: Process, op: str, path: str) -> None:
-        if self.faults is not None and TASKS.get(getcurrent()) is not None:
+        if self.faults is not None and current_task() is not None:
             self.faults.flush_error(proc, op, path)
 
     def note(self, op: str, path: str, outcome: str, rank: int = -1, node: int = -1) -> None:

@@ -76,7 +76,10 @@ TASKS: dict[greenlet, Task] = {}
 
 
 def current_task() -> Task | None:
-    return TASKS.get(getcurrent())
+    try:
+        return TASKS.get(getcurrent())
+    except RuntimeError:  # a finalizer running while a greenlet is torn down
+        return None
 
 
 class Scheduler:

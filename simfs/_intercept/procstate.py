@@ -10,9 +10,7 @@ import tempfile
 from collections.abc import MutableMapping
 from typing import Any, Iterator
 
-from greenlet import getcurrent
-
-from ..scheduler import TASKS, Task
+from ..scheduler import Task, current_task
 from .registry import original, patch, patch_function
 
 _RANDOM_FUNCTIONS = (
@@ -30,7 +28,7 @@ class EnvironProxy(MutableMapping):
         self._real = real
 
     def _env(self) -> Any:
-        task = TASKS.get(getcurrent())
+        task = current_task()
         return self._real if task is None else task.context.env
 
     def __getitem__(self, key: str) -> str:
@@ -75,7 +73,7 @@ def _random_method(name: str) -> Any:
 
 
 def _tempname_rng(self: Any) -> random.Random:
-    task = TASKS.get(getcurrent())
+    task = current_task()
     if task is not None:
         return task.context.tempnames
     return _real_rng.fget(self)

@@ -21,7 +21,10 @@ _OWN_PREFIX = "simfs"
 
 def current() -> Task | None:
     """The simulated task running on this thread, if any."""
-    return TASKS.get(getcurrent())
+    try:
+        return TASKS.get(getcurrent())
+    except RuntimeError:  # asked from a finalizer while a greenlet is being torn down
+        return None
 
 
 def patch(owner: Any, name: str, replacement: Any, *, scan: bool = True) -> Any:
@@ -44,7 +47,10 @@ def dispatcher(real: Callable[..., Any], sim: Callable[..., Any]) -> Callable[..
 
     @functools.wraps(real)
     def patched(*args: Any, **kwargs: Any) -> Any:
-        task = TASKS.get(getcurrent())
+        try:
+            task = TASKS.get(getcurrent())
+        except RuntimeError:  # called from a finalizer while a greenlet is being torn down
+            task = None
         if task is None:
             return real(*args, **kwargs)
         return sim(task, *args, **kwargs)
