@@ -1,0 +1,31 @@
+"""One rank decides, everyone follows: ranks never diverge on their own view of the
+filesystem (each asking ``exists()`` on a lagging mount is behind several real hangs)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+from .comm import Comm, get_comm
+from .errors import CoordError
+
+T = TypeVar("T")
+
+
+def rank0_decides(fn: Callable[[], T], *, comm: Comm | Any = None, src: int = 0) -> T:
+    """Evaluate ``fn`` on rank ``src`` only and return its result on every rank. If it raises,
+    every rank raises CoordError carrying the original error."""
+    comm = get_comm(comm)
+    outcome: tuple[bool, Any] | None = None
+    error: Exception | None = None
+    if comm.rank == src:
+        try:
+            outcome = (True, fn())
+        except Exception as exc:  # reported to every rank, re-raised on src
+            outcome = (False, f"{type(exc).__name__}: {exc}")
+            error = exc
+    ok, value = comm.broadcast_object(outcome, src)
+    if ok:
+        return value
+    if error is not None:
+        raise error
+    raise CoordError(f"rank {src} failed while deciding for everyone: {value}")

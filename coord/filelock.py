@@ -1,0 +1,215 @@
+"""A cross-node lock that does not trust flock (a no-op or node-local on some Lustre, GPFS and
+NFS mounts). It relies only on atomic exclusive creation of a file.
+
+The lock is a sequence of generation files ``<path>.<N>``, each holding its owner and lease
+expiry. Whoever sees the newest generation released or expired may take the lock by creating
+generation N+1 with O_EXCL: exactly one process can, so takeover is race-free. The holder
+renews its lease in the background and checks that no successor exists; a holder that was too
+slow to renew finds the successor and raises LockLost instead of carrying on."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from .atomic import atomic_write, unique_suffix
+from .errors import LockLost, LockTimeout
+from .wait import _jitter_source
+
+log = logging.getLogger("coord")
+
+_DIGITS = 12
+
+
+class FileLock:
+    """``with FileLock("/shared/job/lock", timeout=60, lease=30): ...``
+
+    ``timeout``: seconds to wait in :meth:`acquire` (None waits forever). ``lease``: seconds
+    a holder may go silent before others may take the lock; it is renewed every lease/3 while
+    held. Clocks of the nodes must agree to well within the lease.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float | None = 60.0, lease: float = 60.0,
+                 poll: float = 0.05, renew: bool = True) -> None:
+        if lease <= 0 or poll <= 0 or (timeout is not None and timeout < 0):
+            raise ValueError(f"FileLock: need lease > 0, poll > 0, timeout >= 0 or None; got lease={lease}, "
+                             f"poll={poll}, timeout={timeout}")
+        self.path = os.path.abspath(os.fspath(path))
+        self.directory, self._prefix = os.path.split(self.path)
+        self._prefix += "."
+        self.timeout, self.lease, self.poll, self.auto_renew = timeout, lease, poll, renew
+        self._gen: int | None = None
+        self._token = ""
+        self._expires = 0.0
+        self._lost: str | None = None
+        self._stop: threading.Event | None = None
+        self._renewer: threading.Thread | None = None
+
+    # -- generations on disk --------------------------------------------------------------------
+    def _name(self, gen: int) -> str:
+        return os.path.join(self.directory, f"{self._prefix}{gen:0{_DIGITS}d}")
+
+    def _generations(self) -> list[int]:
+        gens = []
+        for name in os.listdir(self.directory):
+            tail = name[len(self._prefix):]
+            if name.startswith(self._prefix) and len(tail) == _DIGITS and tail.isdigit():
+                gens.append(int(tail))
+        return sorted(gens)
+
+    def _read(self, gen: int) -> dict[str, Any] | None:
+        """A generation's record; None if it is being written (or was left empty by a crash)."""
+        try:
+            with open(self._name(gen), encoding="utf-8") as f:
+                return json.loads(f.read())
+        except (OSError, ValueError):
+            return None
+
+    def _is_free(self, gen: int) -> tuple[bool, str]:
+        record = self._read(gen)
+        now = time.time()
+        if record is None:
+            try:
+                age = now - os.stat(self._name(gen)).st_mtime
+            except FileNotFoundError:
+                return False, "a generation file vanished (someone is cleaning up)"
+            return age > self.lease, f"generation {gen} is being written (for {age:.1f}s)"
+        if record.get("released"):
+            return True, "released"
+        expires = float(record.get("expires", 0))
+        holder = f"{record.get('host', '?')} pid {record.get('pid', '?')}"
+        if expires < now:
+            return True, f"lease of {holder} expired {now - expires:.1f}s ago"
+        return False, f"held by {holder} for {expires - now:.1f}s more"
+
+    def _record(self, released: bool = False) -> dict[str, Any]:
+        return {"token": self._token, "host": os.uname().nodename, "pid": os.getpid(),
+                "expires": self._expires, "released": released}
+
+    def _write_record(self, gen: int, released: bool = False) -> None:
+        with atomic_write(self._name(gen), "w", encoding="utf-8") as f:
+            f.write(json.dumps(self._record(released)))
+
+    def _try_take(self, gen: int) -> bool:
+        try:
+            fd = os.open(self._name(gen), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        self._token = unique_suffix()
+        self._expires = time.time() + self.lease
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(self._record()))
+            f.flush()
+            os.fsync(f.fileno())
+        return True
+
+    # -- public ---------------------------------------------------------------------------------
+    @property
+    def held(self) -> bool:
+        return self._gen is not None and self._lost is None
+
+    def acquire(self, timeout: float | None = ...) -> None:  # type: ignore[assignment]
+        """Take the lock, waiting up to ``timeout`` seconds (default: the constructor's)."""
+        if self._gen is not None:
+            raise RuntimeError(f"FileLock({self.path!r}) is already held by this object")
+        limit = self.timeout if timeout is ... else timeout
+        start = time.monotonic()
+        rng = _jitter_source()
+        delay = self.poll
+        why = "no attempt yet"
+        while True:
+            gens = self._generations()
+            newest = gens[-1] if gens else None
+            free, why = (True, "never taken") if newest is None else self._is_free(newest)
+            if free:
+                candidate = 0 if newest is None else newest + 1
+                if self._try_take(candidate):
+                    self._gen, self._lost = candidate, None
+                    self._cleanup(gens)
+                    self._start_renewer()
+                    log.debug("locked %s (generation %d; previous: %s)", self.path, candidate, why)
+                    return
+                continue  # another process took that generation first: look again at once
+            waited = time.monotonic() - start
+            if limit is not None and waited >= limit:
+                raise LockTimeout(f"could not lock {self.path} within {limit:g}s: {why}")
+            pause = delay * (0.5 + rng.random())
+            if limit is not None:
+                pause = min(pause, max(limit - waited, 0.0))
+            time.sleep(pause)
+            delay = min(delay * 2, max(self.poll, 1.0))
+
+    def _cleanup(self, older: list[int]) -> None:
+        for gen in older:
+            try:
+                os.unlink(self._name(gen))
+            except FileNotFoundError:
+                pass
+
+    def check(self) -> None:
+        """Raise LockLost unless this object still holds the lock."""
+        if self._gen is None:
+            raise LockLost(f"FileLock({self.path!r}) is not held")
+        if self._lost is None and os.path.exists(self._name(self._gen + 1)):
+            self._lost = f"generation {self._gen + 1} was taken by another process"
+        if self._lost is None and time.time() > self._expires:
+            self._lost = f"the lease expired {time.time() - self._expires:.1f}s ago without renewal"
+        if self._lost is not None:
+            raise LockLost(f"lost the lock {self.path}: {self._lost}")
+
+    def renew(self) -> None:
+        """Extend the lease now (the background renewer calls this every lease/3)."""
+        self.check()
+        self._expires = time.time() + self.lease
+        self._write_record(self._gen)
+        if os.path.exists(self._name(self._gen + 1)):
+            self._lost = f"generation {self._gen + 1} was taken while renewing"
+            raise LockLost(f"lost the lock {self.path}: {self._lost}")
+
+    def _start_renewer(self) -> None:
+        if not self.auto_renew:
+            return
+        self._stop = threading.Event()
+        self._renewer = threading.Thread(target=self._renew_loop, args=(self._stop,),
+                                         name=f"FileLock-renew:{os.path.basename(self.path)}", daemon=True)
+        self._renewer.start()
+
+    def _renew_loop(self, stop: threading.Event) -> None:
+        while not stop.wait(self.lease / 3):
+            try:
+                self.renew()
+            except (LockLost, OSError) as exc:
+                self._lost = self._lost or str(exc)
+                log.warning("FileLock %s: %s", self.path, exc)
+                return
+
+    def release(self) -> None:
+        """Give the lock up. Raises LockLost if it had been lost (the caller's work was not
+        protected for its whole duration)."""
+        if self._gen is None:
+            raise RuntimeError(f"FileLock({self.path!r}) is not held")
+        if self._stop is not None:
+            self._stop.set()
+            self._renewer.join()
+            self._stop = self._renewer = None
+        gen, lost = self._gen, self._lost
+        self._gen = None
+        if lost is None and not os.path.exists(self._name(gen + 1)):
+            self._write_record(gen, released=True)
+            return
+        raise LockLost(f"lost the lock {self.path} before releasing it: {lost or 'a successor exists'}")
+
+    def __enter__(self) -> FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = f"generation {self._gen}" if self._gen is not None else "not held"
+        return f"<coord.FileLock {self.path} {state}>"

@@ -1,0 +1,57 @@
+"""Create a shared directory once and return only when every rank can use it."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from .comm import Comm, get_comm
+from .errors import CoordError, WaitTimeout
+from .wait import revalidate, wait_visible
+
+
+def _create(path: str, mode: int) -> None:
+    """os.makedirs that survives the NFS trap (EEXIST, then a stale 'not found')."""
+    try:
+        os.makedirs(path, mode, exist_ok=True)
+        return
+    except (FileExistsError, FileNotFoundError):
+        revalidate(path)
+    os.makedirs(path, mode, exist_ok=True)
+
+
+def makedirs_once(path: str | os.PathLike[str], *, comm: Comm | Any = None, scope: str = "global",
+                  timeout: float = 120.0, mode: int = 0o777) -> None:
+    """One rank creates ``path`` (rank 0; with ``scope="node"`` local rank 0 of each node, for
+    node-local paths), every rank learns that it did, then each waits, revalidating its caches,
+    until the directory is visible to it. Returns on a rank only when the directory is usable
+    there; raises on every rank if any rank could not create or see it in ``timeout`` seconds.
+    A collective: every rank of ``comm`` calls it."""
+    if scope not in ("global", "node"):
+        raise ValueError(f"makedirs_once: scope must be 'global' or 'node', got {scope!r}")
+    target = os.fspath(path)
+    comm = get_comm(comm)
+    node = comm.node if scope == "node" else 0
+    creator = comm.rank == 0 if scope == "global" else comm.local_rank == 0
+    failure = None
+    if creator:
+        try:
+            _create(target, mode)
+        except OSError as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+    outcomes = comm.all_gather_object((node, creator, failure))
+    failures = [(r, f) for r, (n, c, f) in enumerate(outcomes) if c and f and n == node]
+    if failures:
+        rank, why = failures[0]
+        raise CoordError(f"makedirs_once({target!r}): rank {rank} could not create it: {why}")
+    problem = None
+    try:
+        wait_visible(target, timeout=timeout, is_dir=True, what=f"directory {target} created by rank "
+                     f"{outcomes.index((node, True, None))} to become visible")
+    except WaitTimeout as exc:
+        problem = str(exc)
+    report = comm.all_gather_object((socket.gethostname(), problem))
+    unseen = [f"rank {r} on {host}: {why}" for r, (host, why) in enumerate(report) if why]
+    if unseen:
+        raise CoordError(f"makedirs_once({target!r}) created it, but not every rank could see it: " + "; ".join(unseen))
