@@ -133,8 +133,13 @@ class Client:
 
     # -- costs -----------------------------------------------------------------------------
     def _rpc(self, nbytes: int = 0) -> None:
+        """One request to the server: its latency (jittered by a draw) plus transfer time."""
+        profile = self.profile
+        latency = profile.rpc_latency
+        if profile.jitter:
+            latency *= 1 + profile.jitter * (2 * self._choices.fraction() - 1)
         meter = self.meter
-        meter.cost += self.profile.rpc_latency + nbytes / self.profile.bandwidth
+        meter.cost += latency + nbytes / profile.bandwidth
         meter.rpcs += 1
 
     def _local(self) -> None:
@@ -271,6 +276,8 @@ class Client:
         """Create (or, not exclusive, open) a file; returns (ino, created)."""
         if self.profile.create_visible == "close":
             return self._create_pending(dir_ino, name, mode, exclusive)
+        if exclusive and self.profile.exclusive_create == "racy":
+            exclusive = self._check_absent(dir_ino, name)
         self._rpc()
         try:
             ino, created, change = self.server.create(dir_ino, name, mode, exclusive)
@@ -280,6 +287,16 @@ class Client:
         self._after_change(change)
         self._cache_entry(dir_ino, name, ino)
         return ino, created
+
+    def _check_absent(self, dir_ino: int, name: str) -> bool:
+        """Exclusive create without server support: look, then create in a second request
+        (another node can create the same name in between). Returns False: create unchecked."""
+        try:
+            self.lookup(dir_ino, name)
+        except FileNotFoundError:
+            self.mount.interleave()
+            return False
+        raise fs_error(errno.EEXIST)
 
     def _create_pending(self, dir_ino: int, name: str, mode: int, exclusive: bool) -> tuple[int, bool]:
         """Object stores: a new object exists only on this node until it is closed."""

@@ -98,11 +98,12 @@ class Syscalls:
         return OSError(errno.EROFS, "simfs: the real Python installation is read-only inside a simulated rank", shown)
 
     def _stat_result(self, mount: Mount, attr: Attr) -> os.stat_result:
+        """A stat result whose times read on the same clock as time.time() in the rank."""
         size = attr.size
+        mtime, ctime = attr.mtime + self.kernel.epoch, attr.ctime + self.kernel.epoch
         fields = [attr.st_mode, attr.ino, self.kernel.dev_of(mount), attr.nlink, 0, 0, size,
-                  int(attr.mtime), int(attr.mtime), int(attr.ctime),
-                  attr.mtime, attr.mtime, attr.ctime,
-                  int(attr.mtime * 1e9), int(attr.mtime * 1e9), int(attr.ctime * 1e9),
+                  int(mtime), int(mtime), int(ctime), mtime, mtime, ctime,
+                  int(mtime * 1e9), int(mtime * 1e9), int(ctime * 1e9),
                   4096, (size + 511) // 512, 0]
         return os.stat_result(fields[:os.stat_result.n_fields])
 
