@@ -528,9 +528,33 @@ class Client:
         self.server.sync_dir(ino)
 
     def truncate(self, ino: int, size: int) -> None:
+        if self.profile.upload == "whole":
+            self._truncate_copy(ino, size)
+            return
         self.flush(ino)
         self._rpc()
         self._store(self.server.truncate(ino, size), changed_by_us=True)
+
+    def _truncate_copy(self, ino: int, size: int) -> None:
+        """Object stores: truncation changes this node's copy; close uploads the result."""
+        dirty = self.dirty.get(ino)
+        if dirty is not None:
+            content = dirty.overlay(dirty.base or b"", 0, dirty.size)
+        elif size == 0:
+            content = b""
+        else:
+            content = self.server.content(ino)
+            self._rpc(len(content))
+        self.dirty[ino] = DirtyFile(size, content[:size] + bytes(max(0, size - len(content))))
+        self.mount.mark_dirty(ino, self)
+
+    def discard(self, ino: int) -> None:
+        """Drop this node's unsent writes to a file (their upload failed)."""
+        self.dirty.pop(ino, None)
+        self.mount.clear_dirty(ino, self)
+        pending = self.pending_create.pop(ino, None)
+        if pending is not None:
+            self.forget_entry(*pending)
 
     def setattr(self, ino: int, *, mode: int | None = None, mtime: float | None = None) -> None:
         self._rpc()

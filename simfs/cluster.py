@@ -20,8 +20,8 @@ from .faults import CrashNode, CrashServer, EvictClient, Fault, FaultEngine, Slo
 from .kernel import Kernel
 from .process import Process, torchrun_env
 from .profiles import Profile, get
-from .replay import encode, job_reference, profile_spec
-from .report import CrashInfo, HangInfo, Result, format_exception, user_frame
+from .replay import encode, job_reference, json_safe, profile_spec
+from .report import CrashInfo, HangInfo, Result, format_exception, task_frame, user_frame
 from .scheduler import DONE, Scheduler, Task
 from .syscalls import Syscalls
 
@@ -136,8 +136,11 @@ class Cluster:
             node = getattr(fault, "node", None)
             if isinstance(fault, (CrashNode, EvictClient)) and not 0 <= node < self.nodes:
                 raise ValueError(f"{fault!r}: node {node} does not exist (nodes 0..{self.nodes - 1})")
-            if isinstance(fault, SlowRank) and not 0 <= fault.rank < self.world_size:
-                raise ValueError(f"{fault!r}: rank {fault.rank} does not exist (ranks 0..{self.world_size - 1})")
+            ranks = [fault.rank] if isinstance(fault, SlowRank) else list(getattr(fault, "ranks", None) or [])
+            bad = [r for r in ranks if not 0 <= r < self.world_size]
+            if bad:
+                which = f"rank {bad[0]} does" if len(bad) == 1 else f"ranks {bad} do"
+                raise ValueError(f"{fault!r}: {which} not exist (ranks 0..{self.world_size - 1})")
             mount = getattr(fault, "mount", None)
             if isinstance(fault, (CrashServer, EvictClient)) and mount not in self.profiles:
                 raise ValueError(f"{fault!r}: no shared mount at {mount!r}; mounts: {list(self.profiles)}")
@@ -192,7 +195,7 @@ class Cluster:
             raise marshal.failure
         if state.error is not None:
             raise state.error
-        spec = self._replay_spec(job, run_index, fault_list, recorder)
+        spec = self._replay_spec(job, args, kwargs, run_index, fault_list, recorder)
         return self._result(sched, state, procs, world, start, wall, encode(spec))
 
     def _spawn_ranks(self, sched: Scheduler, world: DistWorld, engine: FaultEngine, run_index: int,
@@ -264,7 +267,7 @@ class Cluster:
             waiting_for = task.waiting.peers() if task.waiting.peers else []
             state.hung[task.rank] = HangInfo(task.rank, task.waiting.what, task.blocked_since,
                                              sched.now - task.blocked_since, waiting_for,
-                                             user_frame(task.glet.gr_frame))
+                                             user_frame(task_frame(task)))
         sched.kill(task, "deadlock: nothing could ever wake it")
 
     def _supervise(self, sim: threading.Thread, sched: Scheduler, state: _RunState, marshal: _Marshal | None) -> None:
@@ -296,7 +299,7 @@ class Cluster:
         for task in sched.tasks:
             proc = task.context
             if task.is_main and proc.node == node and task.state != DONE:
-                frame = sys._getframe() if task is sched.current else task.glet.gr_frame
+                frame = task_frame(task)
                 op, path = getattr(proc, "last_op", ("", ""))
                 state.crashed[task.rank] = CrashInfo(task.rank, node, sched.now - self.kernel.run_start, op, path,
                                                      user_frame(frame), why)
@@ -323,15 +326,18 @@ class Cluster:
                       virtual_time=sched.now - start, wall_time=wall, trace=self.kernel.trace, replay=replay,
                       ops=self.kernel.total_ops, switches=sched.switches, notes=state.notes)
 
-    def _replay_spec(self, job: Callable[..., Any], run_index: int, faults: list[Fault],
-                     recorder: RecordingChoices | None) -> dict[str, Any]:
+    def _replay_spec(self, job: Callable[..., Any], args: tuple, kwargs: dict, run_index: int,
+                     faults: list[Fault], recorder: RecordingChoices | None) -> dict[str, Any]:
         spec: dict[str, Any] = {
             "v": 1, "job": job_reference(job), "nodes": self.nodes, "rpn": self.ranks_per_node,
             "mounts": {p: profile_spec(prof) for p, prof in self.profiles.items()},
             "local": profile_spec(self.local_profile), "seed": self.seed, "run": run_index,
-            "faults": [fault_to_dict(f) for f in faults], "cwd": self.cwd,
-            "timeout": self.collective_timeout, "dist": self.dist_initialized,
+            "faults": [fault_to_dict(f) for f in faults], "cwd": self.cwd, "env": self.env,
+            "timeout": self.collective_timeout, "latency": self.collective_latency,
+            "bandwidth": self.collective_bandwidth, "dist": self.dist_initialized,
         }
+        if json_safe(list(args)) and json_safe(kwargs):
+            spec["args"], spec["kwargs"] = list(args), kwargs
         if recorder is not None:
             spec["draws"] = recorder.draws
         return spec

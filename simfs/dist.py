@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .errors import CollectiveMismatch
-from .report import HangInfo, user_frame
+from .report import HangInfo, task_frame, user_frame
 from .scheduler import Scheduler, WaitQueue, current_task
 
 DEFAULT_TIMEOUT = 1800.0  # torch's default for gloo and NCCL: 30 minutes
@@ -179,7 +179,7 @@ class DistWorld:
         missing = [r for r in g.ranks if r not in call.arrived]
         task = current_task()
         self.hangs[rank] = HangInfo(rank, f"{call.kind} #{call.seq} on {g.name}", call.started,
-                                    self.sched.now - call.started, missing, user_frame(task.glet.gr_frame))
+                                    self.sched.now - call.started, missing, user_frame(task_frame(task)))
         g.aborted = f"rank {rank} timed out in {call.kind} waiting for ranks {missing}"
         self._note(rank, call.kind, g.name, f"timeout waiting for ranks {missing}")
         raise error(f"[simfs] Rank {rank}: {call.kind} on {g.name} timed out after {limit:g}s "

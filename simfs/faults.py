@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import math
 import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Union
@@ -26,12 +27,16 @@ def _parse_on(on: str | None) -> tuple[str, str] | None:
     return (op or "*"), (path or "*")
 
 
+def _non_negative(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value) and value >= 0
+
+
 def _check_trigger(kind: str, after_ops: int | None, at_time: float | None, on: str | None) -> None:
     if after_ops is None and at_time is None and on is None:
         raise ValueError(f"{kind} needs a trigger: after_ops=, at_time= or on=")
     if after_ops is not None and (not isinstance(after_ops, int) or after_ops < 0):
         raise ValueError(f"{kind}: after_ops must be a non-negative int, got {after_ops!r}")
-    if at_time is not None and (not isinstance(at_time, (int, float)) or at_time < 0):
+    if at_time is not None and not _non_negative(at_time):
         raise ValueError(f"{kind}: at_time must be a non-negative number, got {at_time!r}")
     _parse_on(on)
 
@@ -115,8 +120,8 @@ class SlowRank:
     delay: float
 
     def __post_init__(self) -> None:
-        if self.delay < 0:
-            raise ValueError(f"SlowRank: delay must be >= 0, got {self.delay}")
+        if not _non_negative(self.delay):
+            raise ValueError(f"SlowRank: delay must be a non-negative number, got {self.delay!r}")
 
 
 @dataclass(frozen=True)
@@ -129,8 +134,8 @@ class SlowOps:
     ranks: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.delay < 0:
-            raise ValueError(f"SlowOps: delay must be >= 0, got {self.delay}")
+        if not _non_negative(self.delay):
+            raise ValueError(f"SlowOps: delay must be a non-negative number, got {self.delay!r}")
         if self.ranks is not None:
             object.__setattr__(self, "ranks", tuple(self.ranks))
 

@@ -161,8 +161,16 @@ def _toml_value(value: Any) -> str:
         return "inf" if math.isinf(value) else repr(value)
     if isinstance(value, int):
         return str(value)
-    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
+    return '"' + "".join(_toml_char(c) for c in str(value)) + '"'
+
+
+def _toml_char(c: str) -> str:
+    """A character of a TOML basic string (control characters escaped)."""
+    if c in ('"', "\\"):
+        return "\\" + c
+    if c < " " or c == "\x7f":
+        return f"\\u{ord(c):04x}"
+    return c
 
 
 _BUILTIN: dict[str, Profile] = {

@@ -18,6 +18,18 @@ def encode(spec: dict[str, Any]) -> str:
     return PREFIX + base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
 
 
+REQUIRED = ("job", "nodes", "rpn", "mounts", "local", "seed", "run", "faults", "cwd", "env", "timeout",
+            "latency", "bandwidth", "dist")
+
+
+def json_safe(value: Any) -> bool:
+    """True if ``value`` survives a JSON round trip unchanged (so a replay can pass it again)."""
+    try:
+        return json.loads(json.dumps(value)) == value
+    except (TypeError, ValueError):
+        return False
+
+
 def decode(text: str) -> dict[str, Any]:
     """The spec inside a replay string, or a ValueError saying what is wrong with it."""
     if not isinstance(text, str) or not text.startswith(PREFIX):
@@ -30,6 +42,9 @@ def decode(text: str) -> dict[str, Any]:
         raise ValueError(f"corrupt simfs replay string ({exc}); copy it whole from the report") from None
     if not isinstance(spec, dict) or spec.get("v") != 1:
         raise ValueError("simfs replay string from an incompatible version")
+    missing = [key for key in REQUIRED if key not in spec]
+    if missing:
+        raise ValueError(f"simfs replay string lacks {missing}; copy it whole from the report")
     return spec
 
 

@@ -18,6 +18,15 @@ def _is_internal(filename: str) -> bool:
     return filename.startswith(_SIMFS_DIR) or _GREENLET_HINT in filename
 
 
+def task_frame(task: Any) -> FrameType | None:
+    """The innermost frame of a task (the running one has no saved greenlet frame)."""
+    import sys
+
+    from .scheduler import current_task
+
+    return sys._getframe(1) if task is current_task() else task.glet.gr_frame
+
+
 def user_frame(frame: FrameType | None) -> str:
     """'file:line in function' of the innermost frame of rank code (not simfs, not stdlib).
     Runs inside ranks too, so it must not touch the filesystem."""
@@ -26,7 +35,7 @@ def user_frame(frame: FrameType | None) -> str:
         filename = frame.f_code.co_filename
         if not _is_internal(filename):
             here = f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}"
-            if not filename.startswith(_STDLIB_DIRS):
+            if not filename.startswith(_STDLIB_DIRS) and not filename.startswith("<frozen "):
                 return here
             fallback = fallback or here
         frame = frame.f_back

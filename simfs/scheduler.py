@@ -89,7 +89,9 @@ class Scheduler:
         self.choices = choices
         self.now = now
         self._times: list[float] = []
-        self._buckets: dict[float, list[tuple[Task | Event, int]]] = {}
+        self._buckets: dict[float, list[tuple[Task, int]]] = {}
+        self._events: list[tuple[float, int, Event]] = []  # fire before tasks due at the same time
+        self._event_seq = 0
         self.tasks: list[Task] = []
         self.current: Task | None = None
         self.switches = 0
@@ -97,7 +99,7 @@ class Scheduler:
         self._loop: greenlet | None = None
 
     # -- queueing --------------------------------------------------------------------------
-    def _enqueue(self, item: Task | Event, at: float) -> None:
+    def _enqueue(self, item: Task, at: float) -> None:
         item.token += 1
         bucket = self._buckets.get(at)
         if bucket is None:
@@ -106,29 +108,38 @@ class Scheduler:
         bucket.append((item, item.token))
 
     def _pick(self) -> Task | Event | None:
-        while self._times:
-            at = self._times[0]
-            bucket = self._buckets[at]
-            while bucket:
-                i = self.choices.choose(len(bucket)) if len(bucket) > 1 else 0
-                item, token = bucket[i]
-                bucket[i] = bucket[-1]
-                bucket.pop()
-                if token == item.token:
-                    if at > self.now:
-                        self.now = at
-                    return item
-            heapq.heappop(self._times)
-            del self._buckets[at]
-        return None
+        """The next thing to run: an event due no later than any task, else a task among
+        those due first (ties drawn). Advances the clock to its time."""
+        while True:
+            while self._times and not self._buckets[self._times[0]]:
+                del self._buckets[heapq.heappop(self._times)]
+            task_at = self._times[0] if self._times else None
+            if self._events and (task_at is None or self._events[0][0] <= task_at):
+                at, _, event = heapq.heappop(self._events)
+                if event.token < 0:
+                    continue
+                self.now = max(self.now, at)
+                return event
+            if task_at is None:
+                return None
+            bucket = self._buckets[task_at]
+            i = self.choices.choose(len(bucket)) if len(bucket) > 1 else 0
+            item, token = bucket[i]
+            bucket[i] = bucket[-1]
+            bucket.pop()
+            if token == item.token:
+                self.now = max(self.now, task_at)
+                return item
 
     def call_at(self, at: float, fn: Callable[[], None], name: str) -> Event:
+        """Run ``fn`` on the scheduler at virtual time ``at`` (before tasks due then)."""
         event = Event(fn, name)
-        self._enqueue(event, max(at, self.now))
+        self._event_seq += 1
+        heapq.heappush(self._events, (max(at, self.now), self._event_seq, event))
         return event
 
     def cancel(self, event: Event) -> None:
-        event.token += 1
+        event.token = -1
 
     # -- tasks -----------------------------------------------------------------------------
     def spawn(self, fn: Callable[[], Any], rank: int, context: Any, name: str, *,

@@ -204,12 +204,12 @@ class Server:
             unit = self._pending.pop(seq, None)
             if unit is None:
                 continue
+            self._persist(unit)
             if isinstance(unit, EntryUnit) and unit.group:
                 self._persist_group(unit.group)
-            else:
-                self._persist(unit)
 
     def _persist_group(self, group: int) -> None:
+        """The other halves of a rename become durable with the half that was synced."""
         members = [s for s, u in self._pending.items() if isinstance(u, EntryUnit) and u.group == group]
         for seq in members:
             self._persist(self._pending.pop(seq))

@@ -429,8 +429,7 @@ class Syscalls:
                 try:
                     self.kernel.flush_fault(self.proc, "close", of.path)
                 except OSError:
-                    client.dirty.pop(of.ino, None)
-                    client.pending_create.pop(of.ino, None)
+                    client.discard(of.ino)
                     raise
                 if of.mount.profile.data_durable == "close":
                     client.commit(of.ino)

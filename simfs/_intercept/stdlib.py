@@ -114,15 +114,17 @@ class _Mmap(mmap.mmap):
         return super().__new__(cls, *args, **kwargs)
 
 
-class _Popen(subprocess.Popen):
-    """subprocess.Popen refuses inside a rank: a real process would see the real disk."""
+def _execute_child(self: subprocess.Popen, *args: Any, **kwargs: Any) -> Any:
+    """subprocess.Popen refuses inside a rank (however it was imported): a real child process
+    would read and write the real disk."""
+    from .registry import current
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from .registry import current
+    if current() is not None:
+        raise BypassError("subprocess.Popen", "a real child process would read and write the real disk")
+    return _real_execute_child(self, *args, **kwargs)
 
-        if current() is not None:
-            raise BypassError("subprocess.Popen", "a real child process would read and write the real disk")
-        super().__init__(*args, **kwargs)
+
+_real_execute_child = subprocess.Popen._execute_child
 
 
 def install() -> None:
@@ -133,5 +135,5 @@ def install() -> None:
     patch_function(fcntl, "lockf", _lockf)
     patch_function(fcntl, "fcntl", _fcntl)
     patch_function(fcntl, "ioctl", _ioctl)
-    patch(mmap, "mmap", _Mmap, scan=False)
-    patch(subprocess, "Popen", _Popen, scan=False)
+    patch(mmap, "mmap", _Mmap)
+    patch(subprocess.Popen, "_execute_child", _execute_child, scan=False)
