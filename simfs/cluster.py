@@ -95,7 +95,7 @@ class Cluster:
                  local_profile: str | Profile = "local", cwd: str | None = None, watchdog: float = 60.0,
                  collective_timeout: float = DEFAULT_TIMEOUT, collective_latency: float = 5e-5,
                  collective_bandwidth: float = 1e10, dist_initialized: bool = True,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, time_limit: float = 86400.0) -> None:
         for name, value in (("nodes", nodes), ("ranks_per_node", ranks_per_node)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Cluster: {name} must be a positive int, got {value!r}")
@@ -114,6 +114,9 @@ class Cluster:
         self.collective_bandwidth = collective_bandwidth
         self.dist_initialized = dist_initialized
         self.env = dict(env or {})
+        if not time_limit > 0:
+            raise ValueError(f"Cluster: time_limit must be positive (virtual seconds), got {time_limit!r}")
+        self.time_limit = time_limit
         self.faults = self._check_faults(faults)
         self.kernel = Kernel(nodes, self.profiles, self.local_profile)
         self.runs = 0
@@ -216,13 +219,14 @@ class Cluster:
             proc.dist = world
             procs.append(proc)
             delay = engine.start_delays.get(rank, 0.0)
-            sched.spawn(self._rank_body(proc, job, args, kwargs), rank, proc, f"rank{rank}", is_main=True,
+            sched.spawn(self._rank_body(sched, proc, job, args, kwargs), rank, proc, f"rank{rank}", is_main=True,
                         start_at=sched.now + delay, gr_context=caller_context.copy())
         self.kernel.processes = procs
         return procs
 
     @staticmethod
-    def _rank_body(proc: Process, job: Callable[..., Any], args: tuple, kwargs: dict) -> Callable[[], Any]:
+    def _rank_body(sched: Scheduler, proc: Process, job: Callable[..., Any], args: tuple,
+                   kwargs: dict) -> Callable[[], Any]:
         def body() -> Any:
             try:
                 return job(*args, **kwargs)
@@ -232,20 +236,25 @@ class Cluster:
                 raise
             finally:
                 if proc.alive:
+                    _wait_for_threads(sched, proc.rank)
                     proc.sys.exit_process()
         return body
 
     def _drive(self, sched: Scheduler, state: _RunState, marshal: _Marshal | None) -> None:
         """The simulation thread: run, then deal with ranks that can never run again."""
+        limit = sched.now + self.time_limit
+        aborted = (lambda: marshal.failure is not None) if marshal else (lambda: False)
         try:
             for _ in range(_MAX_UNWIND_ROUNDS):
-                sched.run(stop=(lambda: marshal.failure is not None) if marshal else None)
+                sched.run(stop=lambda: aborted() or sched.now > limit)
                 live = sched.live()
                 if not live:
                     break
-                aborting = marshal is not None and marshal.failure is not None
                 for task in live:
-                    self._settle(sched, state, task, aborting)
+                    if sched.now > limit and not aborted():
+                        self._out_of_time(sched, state, task)
+                    else:
+                        self._settle(sched, state, task, aborted())
             else:
                 for task in sched.live():
                     task.state = DONE
@@ -269,6 +278,13 @@ class Cluster:
                                              sched.now - task.blocked_since, waiting_for,
                                              user_frame(task_frame(task)))
         sched.kill(task, "deadlock: nothing could ever wake it")
+
+    def _out_of_time(self, sched: Scheduler, state: _RunState, task: Task) -> None:
+        if task.is_main and task.rank not in state.hung:
+            state.hung[task.rank] = HangInfo(task.rank, f"still running at the time limit ({self.time_limit:g}s virtual)",
+                                             sched.now - self.time_limit, self.time_limit, [],
+                                             user_frame(task_frame(task)))
+        sched.kill(task, "the run reached its virtual time limit")
 
     def _supervise(self, sim: threading.Thread, sched: Scheduler, state: _RunState, marshal: _Marshal | None) -> None:
         """Wait for the simulation thread; answer draws; catch ranks stuck outside simfs."""
@@ -321,6 +337,10 @@ class Cluster:
             else:
                 errors[rank] = task.error
                 tracebacks[rank] = format_exception(task.error)
+        for task in sched.tasks:
+            if not task.is_main and task.error is not None and not isinstance(task.error, TaskKilled):
+                state.notes.append(f"rank {task.rank}: exception in thread {task.name!r}:\n"
+                                   + format_exception(task.error))
         hung = {**world.hangs, **state.hung}
         return Result(returns=returns, errors=errors, tracebacks=tracebacks, crashed=state.crashed, hung=hung,
                       virtual_time=sched.now - start, wall_time=wall, trace=self.kernel.trace, replay=replay,
@@ -341,6 +361,17 @@ class Cluster:
         if recorder is not None:
             spec["draws"] = recorder.draws
         return spec
+
+
+def _wait_for_threads(sched: Scheduler, rank: int) -> None:
+    """Process exit: wait for the rank's non-daemon threads that are still making progress
+    (threads blocked with nothing to wake them, like idle pool workers, are ended after)."""
+    while True:
+        busy = [t for t in sched.tasks if t.rank == rank and not t.is_main and not t.daemon
+                and t.state != DONE and sched.progressing(t)]
+        if not busy:
+            return
+        sched.block(busy[0].finished)
 
 
 def _raise_in_thread(ident: int | None, exc_type: type[BaseException]) -> None:

@@ -30,6 +30,7 @@ class _Call:
     started: float
     arrived: dict[int, Any] = field(default_factory=dict)
     results: dict[int, Any] | None = None
+    mismatch: str = ""
     consumed: int = 0
     queue: WaitQueue = field(default=None)  # type: ignore[assignment]
 
@@ -154,9 +155,11 @@ class DistWorld:
                                    lambda c=call: [r for r in c.group.ranks if r not in c.arrived])
         elif call.kind != kind:
             first = next(iter(call.arrived))
-            raise CollectiveMismatch(
-                f"collective mismatch in {g.name} at call #{seq}: rank {first} called {call.kind}, "
-                f"rank {rank} called {kind}")
+            call.mismatch = (f"collective mismatch in {g.name} at call #{seq}: rank {first} called {call.kind}, "
+                             f"rank {rank} called {kind}")
+            g.aborted = call.mismatch
+            sched.notify_all(call.queue)  # the ranks already waiting learn it now, not at their timeout
+            raise CollectiveMismatch(call.mismatch)
         call.arrived[rank] = payload
         if len(call.arrived) == len(g.ranks):
             call.results = self._complete(call)
@@ -165,6 +168,8 @@ class DistWorld:
             limit = g.timeout if timeout is None else timeout
             if not sched.block(call.queue, limit):
                 return self._timed_out(call, rank, limit, error)
+            if call.mismatch:
+                raise CollectiveMismatch(call.mismatch)
             if call.results is None:
                 raise error(f"[simfs] {kind} on {g.name}: the process group was aborted ({g.aborted})")
         result = call.results[rank]

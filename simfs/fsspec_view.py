@@ -107,6 +107,11 @@ class SimFileSystem(AbstractFileSystem):
         else:
             self.rm_file(path)
 
+    def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
+        """Remove files, and with ``recursive`` whole trees (deepest first)."""
+        for p in reversed(self.expand_path(path, recursive=recursive, maxdepth=maxdepth)):
+            self._rm(p)
+
     def mv(self, path1: str, path2: str, recursive: bool = False, maxdepth: Any = None, **kwargs: Any) -> None:
         _sys().rename(self._strip_protocol(path1), self._strip_protocol(path2))
 

@@ -32,7 +32,7 @@ class Task:
     __slots__ = (
         "tid", "glet", "rank", "context", "name", "is_main", "daemon", "state", "token",
         "woken", "waiting", "blocked_since", "pending", "result", "error", "finished", "owner",
-        "atomic", "owed",
+        "atomic", "owed", "deadline",
     )
 
     def __init__(self, tid: int, rank: int, context: Any, name: str, is_main: bool) -> None:
@@ -55,6 +55,7 @@ class Task:
         self.glet: greenlet | None = None
         self.atomic = 0  # >0: inside a C extension that calls back into Python; do not switch
         self.owed = 0.0  # virtual time spent inside atomic regions, paid when they end
+        self.deadline: float | None = None  # when a blocked task gives up waiting (None: never)
 
     def __repr__(self) -> str:
         return f"<Task {self.name} rank={self.rank} {self.state}>"
@@ -234,8 +235,9 @@ class Scheduler:
         task.blocked_since = self.now
         queue.waiters.append(task)
         task.token += 1  # any earlier queue entry is void
-        if timeout is not None:
-            self._enqueue(task, self.now + max(timeout, 0.0))
+        task.deadline = None if timeout is None else self.now + max(timeout, 0.0)
+        if task.deadline is not None:
+            self._enqueue(task, task.deadline)
         try:
             self._switch_out(task)
         finally:
@@ -266,8 +268,9 @@ class Scheduler:
             task.waiting.waiters.remove(task)
         self._enqueue(task, self.now)
 
-    def blocked(self) -> list[Task]:
-        return [t for t in self.tasks if t.state == BLOCKED]
+    def progressing(self, task: Task) -> bool:
+        """True if ``task`` will run again without anyone waking it (ready, or a timed wait)."""
+        return task.state == READY or (task.state == BLOCKED and task.deadline is not None)
 
     def live(self) -> list[Task]:
         return [t for t in self.tasks if t.state != DONE]

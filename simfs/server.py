@@ -366,10 +366,10 @@ class Server:
 
     def link(self, ino: int, dir_ino: int, name: str) -> Change:
         node = self._inode(ino)
+        parent = self._dir(dir_ino)
+        self._check_new(parent, name)  # Linux checks the new name first
         if node.kind == DIR:
             raise fs_error(errno.EPERM)
-        parent = self._dir(dir_ino)
-        self._check_new(parent, name)
         pre = parent.change
         node.nlink += 1
         self._touch(node)

@@ -34,6 +34,11 @@ def _frozen(data: Any) -> bytes:
     return bytes(data)
 
 
+def _shown(path: Any) -> Any:
+    """How os names a path in its errors: str or bytes (a Path becomes its str)."""
+    return os.fspath(path) if isinstance(path, os.PathLike) else path
+
+
 def _errname(code: int | None) -> str:
     return errno.errorcode.get(code or 0, str(code))
 
@@ -89,7 +94,7 @@ class Syscalls:
         except OSError as exc:
             kernel.finish(self.proc, name, path, start, _errname(exc.errno))
             if exc.filename is None and shown is not None:
-                raise OSError(exc.errno, exc.strerror, shown, None, shown2) from None
+                raise OSError(exc.errno, exc.strerror, _shown(shown), None, _shown(shown2)) from None
             raise
         kernel.finish(self.proc, name, path, start, "ok")
         return result
@@ -307,7 +312,7 @@ class Syscalls:
             dp = self.vfs.resolve_parent(d, reval=self._reval)
             dp.client.symlink(dp.dir_ino, dp.name, target)
 
-        self._op("symlink", d, dst, work)
+        self._op("symlink", d, src, work, dst)
 
     def _setattr(self, name: str, path: Any, dir_fd: int | None, follow: bool, **attrs: Any) -> None:
         if isinstance(path, int):
@@ -372,7 +377,7 @@ class Syscalls:
             raise OSError(errno.EOPNOTSUPP, "simfs: O_TMPFILE is not supported", path)
         return self._op("open", p, path, lambda: self._open(p, flags, mode))
 
-    def _open(self, p: str, flags: int, mode: int) -> int:
+    def _open(self, p: str, flags: int, mode: int, hops: int = 0) -> int:
         access = flags & os.O_ACCMODE
         created = False
         if flags & os.O_CREAT:
@@ -380,10 +385,11 @@ class Syscalls:
             mount, client = par.mount, par.client
             ino, created = client.create(par.dir_ino, par.name, mode & ~self.proc.umask, bool(flags & os.O_EXCL))
             if mount.server.kinds.get(ino) == LINK:
-                if flags & os.O_NOFOLLOW:
+                if flags & os.O_NOFOLLOW or hops >= 40:
                     raise fs_error(errno.ELOOP)
-                r = self.vfs.resolve(p, reval=self._reval)
-                mount, client, ino = r.mount, r.client, r.ino
+                # O_CREAT through a symbolic link creates its target if that is missing
+                target = posixpath.join(posixpath.dirname(par.path), client.readlink(ino))
+                return self._open(normalize(target), flags, mode, hops + 1)
         else:
             r = self.vfs.resolve(p, follow=not flags & os.O_NOFOLLOW, reval=self._reval)
             mount, client, ino = r.mount, r.client, r.ino
@@ -482,6 +488,8 @@ class Syscalls:
 
     def _write(self, of: OpenFile, data: bytes, offset: int | None) -> int:
         self._check_io(of, True)
+        if not data:
+            return 0  # a zero-length write changes nothing (not even past the end)
         client = of.client
         if of.mount.profile.write_back == "through":
             self.kernel.flush_fault(self.proc, "write", of.path)

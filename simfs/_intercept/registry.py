@@ -5,8 +5,9 @@ find references to the originals that other modules imported by name."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any, Callable
 
 from greenlet import getcurrent
@@ -29,12 +30,17 @@ def current() -> Task | None:
 
 def patch(owner: Any, name: str, replacement: Any, *, scan: bool = True) -> Any:
     """Set ``owner.name`` to ``replacement``; returns the original. With ``scan``, other
-    modules' references to the original are replaced too."""
+    modules' references to the original are replaced too. A patched os function also takes
+    the original's place in os.supports_fd / supports_dir_fd / supports_follow_symlinks."""
     original = owner.__dict__.get(name, getattr(owner, name)) if isinstance(owner, type) else getattr(owner, name)
     _originals[(id(owner), name)] = original
     setattr(owner, name, replacement)
     if scan:
         _replacements[id(original)] = (original, replacement)
+    if owner is os and callable(original):
+        for support in (os.supports_fd, os.supports_dir_fd, os.supports_follow_symlinks):
+            if original in support:
+                support.add(replacement)
     return original
 
 
@@ -86,3 +92,24 @@ def scan_modules() -> None:
             hit = table.get(id(value))
             if hit is not None and hit[0] is value:
                 namespace[key] = hit[1]
+            elif isinstance(value, FunctionType):
+                _rebind_defaults(value)
+            elif isinstance(value, type) and getattr(value, "__module__", None) == name:
+                for member in list(vars(value).values()):
+                    if isinstance(member, FunctionType):
+                        _rebind_defaults(member)
+
+
+def _rebind_defaults(fn: FunctionType) -> None:
+    """Default arguments bound to originals (``def close(self, unlink=_os.unlink)``)."""
+    defaults = fn.__defaults__
+    if defaults and any(id(d) in _replacements for d in defaults):
+        fn.__defaults__ = tuple(_swap(d) for d in defaults)
+    kwdefaults = fn.__kwdefaults__
+    if kwdefaults and any(id(d) in _replacements for d in kwdefaults.values()):
+        fn.__kwdefaults__ = {k: _swap(d) for k, d in kwdefaults.items()}
+
+
+def _swap(value: Any) -> Any:
+    hit = _replacements.get(id(value))
+    return hit[1] if hit is not None and hit[0] is value else value

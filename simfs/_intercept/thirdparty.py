@@ -3,6 +3,7 @@ torch offers a Python-file path, refused by name where it does not."""
 
 from __future__ import annotations
 
+import builtins
 import importlib.util
 from typing import Any
 
@@ -38,6 +39,14 @@ def _install_numpy() -> None:
     except ImportError:  # numpy < 2
         from numpy.lib import format as fmt
     patch_function(fmt, "isfileobj", lambda task, f: False)
+    try:  # np.savetxt/loadtxt/genfromtxt open files through a table that holds io.open
+        from numpy.lib import _datasource
+
+        openers = _datasource._file_openers
+        openers._load()
+        openers._file_openers[None] = builtins.open
+    except (ImportError, AttributeError):
+        pass
     patch_function(np, "fromfile", _refuse("numpy.fromfile", "it reads through the C library",
                                            "use numpy.frombuffer(f.read(), dtype)"))
 

@@ -126,8 +126,10 @@ def _start(self: threading.Thread) -> None:
 def _join(self: threading.Thread, timeout: float | None = None) -> None:
     child: Task | None = getattr(self, "_simfs_task", None)
     task = current()
-    if child is None or task is None:
+    if child is None:
         return original(threading.Thread, "join")(self, timeout)
+    if task is None:
+        return None  # a simulated thread joined from outside: its run is over (or it never ends)
     if child is task:
         raise RuntimeError("cannot join current thread")
     sched = _sched(task)
