@@ -95,7 +95,7 @@ class Cluster:
                  local_profile: str | Profile = "local", cwd: str | None = None, watchdog: float = 60.0,
                  collective_timeout: float = DEFAULT_TIMEOUT, collective_latency: float = 5e-5,
                  collective_bandwidth: float = 1e10, dist_initialized: bool = True,
-                 env: dict[str, str] | None = None, time_limit: float = 86400.0) -> None:
+                 env: dict[str, str] | None = None, time_limit: float = 30 * 86400.0) -> None:
         for name, value in (("nodes", nodes), ("ranks_per_node", ranks_per_node)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Cluster: {name} must be a positive int, got {value!r}")
@@ -281,7 +281,7 @@ class Cluster:
 
     def _out_of_time(self, sched: Scheduler, state: _RunState, task: Task) -> None:
         if task.is_main and task.rank not in state.hung:
-            state.hung[task.rank] = HangInfo(task.rank, f"still running at the time limit ({self.time_limit:g}s virtual)",
+            state.hung[task.rank] = HangInfo(task.rank, f"a run that reached its virtual time limit ({self.time_limit:g}s)",
                                              sched.now - self.time_limit, self.time_limit, [],
                                              user_frame(task_frame(task)))
         sched.kill(task, "the run reached its virtual time limit")

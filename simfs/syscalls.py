@@ -293,8 +293,11 @@ class Syscalls:
         if self.kernel.is_real(s) or self.kernel.is_real(d):
             raise self._real_write_refused(src)
 
+        # CPython calls link(2) unless dir fds are given, and Linux's link(2) does not follow
+        follow = follow_symlinks and (src_dir_fd is not None or dst_dir_fd is not None)
+
         def work() -> None:
-            r = self.vfs.resolve(s, follow=follow_symlinks, reval=self._reval)
+            r = self.vfs.resolve(s, follow=follow, reval=self._reval)
             dp = self.vfs.resolve_parent(d, reval=self._reval)
             if r.mount is not dp.mount:
                 raise fs_error(errno.EXDEV)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import warnings
 from types import FunctionType, ModuleType
 from typing import Any, Callable
 
@@ -77,6 +78,12 @@ def scan_modules() -> None:
     """Replace by-name imports of patched originals in modules not scanned yet."""
     if not _replacements:
         return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # merely looking at deprecated module attributes warns
+        _scan()
+
+
+def _scan() -> None:
     table = _replacements
     for name, module in list(sys.modules.items()):
         if not isinstance(module, ModuleType) or _scanned.get(name) == id(module):
