@@ -159,11 +159,15 @@ class Cluster:
         from ._intercept import install
 
         install()
-        gc.freeze()  # the host's objects need no cycle collection while ranks allocate
+        collecting = gc.isenabled()
+        gc.freeze()  # the host's objects need no cycle collection while ranks allocate...
+        gc.disable()  # ...and full collections wait for the end of the run (see _young_gc)
         try:
             return self._run(job, args, kwargs, faults, choices)
         finally:
             gc.unfreeze()
+            if collecting:
+                gc.enable()
 
     def _run(self, job: Callable[..., Any], args: tuple, kwargs: dict, faults: Iterable[Fault] | None,
              choices: Any) -> Result:
@@ -246,7 +250,7 @@ class Cluster:
         aborted = (lambda: marshal.failure is not None) if marshal else (lambda: False)
         try:
             for _ in range(_MAX_UNWIND_ROUNDS):
-                sched.run(stop=lambda: aborted() or sched.now > limit)
+                sched.run(stop=lambda: aborted() or sched.now > limit, tick=_young_gc)
                 live = sched.live()
                 if not live:
                     break
@@ -268,7 +272,7 @@ class Cluster:
         if aborting:
             sched.kill(task, "run aborted")
             return
-        main = next((t for t in sched.tasks if t.is_main and t.rank == task.rank), None)
+        main = sched.mains.get(task.rank)
         if not task.is_main and main is not None and main.state == DONE:
             sched.kill(task, "its process exited")
             return
@@ -363,12 +367,18 @@ class Cluster:
         return spec
 
 
+def _young_gc() -> None:
+    """Collect the young generations when they fill up: a full collection would walk every
+    rank's frames and grows with the number of ranks."""
+    if gc.get_count()[0] > 20_000:
+        gc.collect(1)
+
+
 def _wait_for_threads(sched: Scheduler, rank: int) -> None:
     """Process exit: wait for the rank's non-daemon threads that are still making progress
     (threads blocked with nothing to wake them, like idle pool workers, are ended after)."""
     while True:
-        busy = [t for t in sched.tasks if t.rank == rank and not t.is_main and not t.daemon
-                and t.state != DONE and sched.progressing(t)]
+        busy = [t for t in sched.threads.get(rank, ()) if not t.daemon and t.state != DONE and sched.progressing(t)]
         if not busy:
             return
         sched.block(busy[0].finished)

@@ -94,6 +94,8 @@ class Scheduler:
         self._events: list[tuple[float, int, Event]] = []  # fire before tasks due at the same time
         self._event_seq = 0
         self.tasks: list[Task] = []
+        self.mains: dict[int, Task] = {}  # rank -> its main task
+        self.threads: dict[int, list[Task]] = {}  # rank -> the threads it started
         self.current: Task | None = None
         self.switches = 0
         self._next_tid = 0
@@ -163,11 +165,16 @@ class Scheduler:
             task.glet.gr_context = gr_context
         TASKS[task.glet] = task
         self.tasks.append(task)
+        if is_main:
+            self.mains[rank] = task
+        else:
+            self.threads.setdefault(rank, []).append(task)
         self._enqueue(task, self.now if start_at is None else max(start_at, self.now))
         return task
 
-    def run(self, stop: Callable[[], bool] | None = None) -> None:
-        """Run until no task or event is due (all done, or the rest blocked forever)."""
+    def run(self, stop: Callable[[], bool] | None = None, tick: Callable[[], None] | None = None) -> None:
+        """Run until no task or event is due (all done, or the rest blocked forever), or
+        until ``stop()`` says so; ``tick()`` is called every 256 switches."""
         self._loop = getcurrent()
         for task in self.tasks:
             if task.state != DONE and task.glet.parent is not self._loop:
@@ -189,6 +196,8 @@ class Scheduler:
             self.current = None
             if stop is not None and stop():
                 return
+            if tick is not None and not self.switches & 255:
+                tick()
 
     # -- called from tasks -----------------------------------------------------------------
     def _switch_out(self, task: Task) -> None:

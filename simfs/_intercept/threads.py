@@ -96,9 +96,7 @@ def _current_thread(task: Task) -> threading.Thread:
 
 
 def _main_thread(task: Task) -> threading.Thread:
-    sched = _sched(task)
-    main = next(t for t in sched.tasks if t.is_main and t.rank == task.rank)
-    return _stand_in(main)
+    return _stand_in(_sched(task).mains[task.rank])
 
 
 def _get_ident(task: Task) -> int:
