@@ -159,10 +159,11 @@ def _plan(manifest: list[Entry], files: list[int], chunk_size: int) -> Iterator[
 
 
 class _Receiver:
-    """A node leader's half-written files, installed atomically once complete and verified."""
+    """A node leader's half-written files, installed atomically once complete and verified
+    (and, with ``durable``, fsynced before the rename)."""
 
-    def __init__(self, dest: str, manifest: list[Entry], wanted: set[int]) -> None:
-        self.dest, self.manifest, self.wanted = dest, manifest, wanted
+    def __init__(self, dest: str, manifest: list[Entry], wanted: set[int], durable: bool) -> None:
+        self.dest, self.manifest, self.wanted, self.durable = dest, manifest, wanted, durable
         self.open: dict[int, tuple[str, Any, Any]] = {}
 
     def take(self, index: int, offset: int, data: bytes) -> None:
@@ -184,7 +185,8 @@ class _Receiver:
         entry = self.manifest[index]
         tmp, f, digest = self.open.pop(index)
         f.flush()
-        os.fsync(f.fileno())
+        if self.durable:
+            os.fsync(f.fileno())
         f.close()
         if digest.hexdigest() != entry.sha256:
             os.unlink(tmp)
@@ -236,10 +238,13 @@ def _raise_everywhere(comm: Comm, error: str | None, what: str) -> None:
 
 
 def sync_files(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], dest: str | os.PathLike[str], *,
-               root: int = 0, comm: Comm | Any = None, delete: bool = True, chunk_size: int = 8 << 20) -> SyncReport:
+               root: int = 0, comm: Comm | Any = None, delete: bool = True, chunk_size: int = 8 << 20,
+               durable: bool = False) -> SyncReport:
     """Make every node's ``dest`` hold exactly the root's ``sources`` (see module doc). A
     collective: every rank calls it (``sources`` matters on the root only; ``dest`` is each
-    node's own, usually node-local, directory)."""
+    node's own, usually node-local, directory). Files are installed by rename, so readers never
+    see a partial file; ``durable`` also fsyncs each one first (without it, a crash can leave a
+    file the next sync finds wrong by its hash and sends again)."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     if chunk_size <= 0:
@@ -279,8 +284,8 @@ def sync_files(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
         members = sorted({root, *(r for r, (is_leader, want, _) in enumerate(status) if is_leader and want)})
         sub = comm.subgroup(members)
         if sub is not None:
-            error = _transfer(sub, members.index(root), comm.rank == root, manifest, union, set(needed), dest,
-                              origin, chunk_size)
+            error = _transfer(sub, members.index(root), comm.rank == root, manifest, union,
+                              _Receiver(dest, manifest, set(needed), durable), origin, chunk_size)
         _raise_everywhere(comm, error, "while sending files")
 
     if leader and delete:
@@ -301,12 +306,11 @@ def sync_files(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
                       bytes_sent=sum(manifest[i].size for i in union), nodes_updated=nodes_updated)
 
 
-def _transfer(sub: Comm, src: int, sending: bool, manifest: list[Entry], union: list[int], wanted: set[int],
-              dest: str, origin: list[str], chunk_size: int) -> str | None:
+def _transfer(sub: Comm, src: int, sending: bool, manifest: list[Entry], union: list[int], receiver: _Receiver,
+              origin: list[str], chunk_size: int) -> str | None:
     """Stream the union of needed files from the root to the leaders that need them. Every
     batch is announced first, so a failure on the root stops everyone at the same point; a
     receiver that fails keeps receiving (the collectives must stay aligned) and reports after."""
-    receiver = _Receiver(dest, manifest, wanted)
     error: str | None = None
     for batch in _plan(manifest, union, chunk_size):
         payload, announce = None, None
