@@ -321,10 +321,11 @@ class Client:
         if exc.errno == errno.EEXIST and self.profile.eexist_drops_entry:
             self.forget_entry(dir_ino, name)
 
-    def mkdir(self, dir_ino: int, name: str, mode: int) -> int:
+    def _make(self, dir_ino: int, name: str, request: Callable[[], tuple[int, Change]]) -> int:
+        """A request that makes a new name (MKDIR, SYMLINK), and what the cache learns from it."""
         self._rpc()
         try:
-            ino, change = self.server.mkdir(dir_ino, name, mode)
+            ino, change = request()
         except OSError as exc:
             self._failed_create(dir_ino, name, exc)
             raise
@@ -332,16 +333,11 @@ class Client:
         self._cache_entry(dir_ino, name, ino)
         return ino
 
+    def mkdir(self, dir_ino: int, name: str, mode: int) -> int:
+        return self._make(dir_ino, name, lambda: self.server.mkdir(dir_ino, name, mode))
+
     def symlink(self, dir_ino: int, name: str, target: str) -> int:
-        self._rpc()
-        try:
-            ino, change = self.server.symlink(dir_ino, name, target)
-        except OSError as exc:
-            self._failed_create(dir_ino, name, exc)
-            raise
-        self._after_change(change)
-        self._cache_entry(dir_ino, name, ino)
-        return ino
+        return self._make(dir_ino, name, lambda: self.server.symlink(dir_ino, name, target))
 
     def link(self, ino: int, dir_ino: int, name: str) -> None:
         self.flush(ino)

@@ -376,25 +376,26 @@ class Server:
         self._set_entry(parent, name, ino, node.kind)
         return Change(pre, self.attr(parent))
 
-    def unlink(self, dir_ino: int, name: str) -> tuple[int, Change]:
-        parent = self._dir(dir_ino)
+    def _child(self, parent: Inode, name: str) -> Inode:
         ino = parent.entries.get(name)
         if ino is None:
             raise fs_error(errno.ENOENT)
-        node = self.inodes[ino]
+        return self.inodes[ino]
+
+    def unlink(self, dir_ino: int, name: str) -> tuple[int, Change]:
+        parent = self._dir(dir_ino)
+        node = self._child(parent, name)
         if node.kind == DIR:
             raise fs_error(errno.EISDIR)
         pre = parent.change
         self._set_entry(parent, name, None, node.kind)
         self._drop_link(node)
-        return ino, Change(pre, self.attr(parent))
+        return node.ino, Change(pre, self.attr(parent))
 
     def rmdir(self, dir_ino: int, name: str, *, orphan_children: bool = False) -> tuple[int, Change]:
         parent = self._dir(dir_ino)
-        ino = parent.entries.get(name)
-        if ino is None:
-            raise fs_error(errno.ENOENT)
-        node = self.inodes[ino]
+        node = self._child(parent, name)
+        ino = node.ino
         if node.kind != DIR:
             raise fs_error(errno.ENOTDIR)
         if node.entries and not orphan_children:
@@ -423,10 +424,8 @@ class Server:
     def rename(self, src_dir: int, src_name: str, dst_dir: int, dst_name: str) -> tuple[int, Change, Change]:
         """RENAME with POSIX rules, atomic on the server."""
         sparent, dparent = self._dir(src_dir), self._dir(dst_dir)
-        ino = sparent.entries.get(src_name)
-        if ino is None:
-            raise fs_error(errno.ENOENT)
-        node = self.inodes[ino]
+        node = self._child(sparent, src_name)
+        ino = node.ino
         target = dparent.entries.get(dst_name)
         if target == ino:
             return ino, Change(sparent.change, self.attr(sparent)), Change(dparent.change, self.attr(dparent))
@@ -457,11 +456,7 @@ class Server:
 
     def copy(self, src_dir: int, src_name: str, dst_dir: int, dst_name: str) -> tuple[int, Change]:
         """Server-side copy of a file to a new object (first half of an object-store rename)."""
-        sparent = self._dir(src_dir)
-        ino = sparent.entries.get(src_name)
-        if ino is None:
-            raise fs_error(errno.ENOENT)
-        src = self.inodes[ino]
+        src = self._child(self._dir(src_dir), src_name)
         if src.kind == DIR:
             raise fs_error(errno.EISDIR)
         node = self._new_inode(src.kind, src.mode, src.target)

@@ -13,7 +13,7 @@ from . import _real
 from .errors import BypassError
 from .process import FD_BASE, OpenFile, Process
 from .server import DIR, FILE, LINK, Attr, fs_error
-from .vfs import normalize
+from .vfs import ResolvedParent, normalize
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -232,40 +232,28 @@ class Syscalls:
         self._op("chdir", p, path, work)
 
     # -- namespace ---------------------------------------------------------------------------
-    def mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+    def _in_parent(self, name: str, path: Any, dir_fd: int | None, action: Callable[[ResolvedParent], None]) -> None:
+        """An operation on a name in its directory (mkdir, rmdir, unlink)."""
         p, _ = self._abs(path, dir_fd)
         if self.kernel.is_real(p):
             raise self._real_write_refused(path)
 
         def work() -> None:
-            if self.vfs.mount_for(p)[1] == []:
-                raise fs_error(errno.EEXIST)
-            par = self.vfs.resolve_parent(p, reval=self._reval)
-            par.client.mkdir(par.dir_ino, par.name, mode & ~self.proc.umask)
+            if name == "mkdir" and not self.vfs.mount_for(p)[1]:
+                raise fs_error(errno.EEXIST)  # a mount point or '/'
+            action(self.vfs.resolve_parent(p, reval=self._reval))
 
-        self._op("mkdir", p, path, work)
+        self._op(name, p, path, work)
+
+    def mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        self._in_parent("mkdir", path, dir_fd,
+                        lambda par: par.client.mkdir(par.dir_ino, par.name, mode & ~self.proc.umask))
 
     def rmdir(self, path: Any, *, dir_fd: int | None = None) -> None:
-        p, _ = self._abs(path, dir_fd)
-        if self.kernel.is_real(p):
-            raise self._real_write_refused(path)
-
-        def work() -> None:
-            par = self.vfs.resolve_parent(p, reval=self._reval)
-            par.client.rmdir(par.dir_ino, par.name)
-
-        self._op("rmdir", p, path, work)
+        self._in_parent("rmdir", path, dir_fd, lambda par: par.client.rmdir(par.dir_ino, par.name))
 
     def unlink(self, path: Any, *, dir_fd: int | None = None) -> None:
-        p, _ = self._abs(path, dir_fd)
-        if self.kernel.is_real(p):
-            raise self._real_write_refused(path)
-
-        def work() -> None:
-            par = self.vfs.resolve_parent(p, reval=self._reval)
-            par.client.unlink(par.dir_ino, par.name)
-
-        self._op("unlink", p, path, work)
+        self._in_parent("unlink", path, dir_fd, lambda par: par.client.unlink(par.dir_ino, par.name))
 
     remove = unlink
 
