@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import stat
 import time
 from typing import Callable
 
@@ -65,6 +66,8 @@ def revalidate(path: str) -> None:
 
 
 def _exists_fresh(path: str, is_dir: bool | None) -> bool:
+    """Does ``path`` exist (as a directory / not one, if asked)? A 'not found' is asked
+    again after revalidating the ancestors."""
     for attempt in range(2):
         try:
             st = os.stat(path)
@@ -73,9 +76,7 @@ def _exists_fresh(path: str, is_dir: bool | None) -> bool:
                 revalidate(path)
                 continue
             return False
-        if is_dir is None:
-            return True
-        return os.path.isdir(path) if is_dir else not os.path.isdir(path)
+        return is_dir is None or stat.S_ISDIR(st.st_mode) == is_dir
     return False
 
 
