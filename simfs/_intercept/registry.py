@@ -102,9 +102,21 @@ def _scan() -> None:
             elif isinstance(value, FunctionType):
                 _rebind_defaults(value)
             elif isinstance(value, type) and getattr(value, "__module__", None) == name:
-                for member in list(vars(value).values()):
-                    if isinstance(member, FunctionType):
-                        _rebind_defaults(member)
+                _rebind_class(value)
+
+
+def _rebind_class(cls: type) -> None:
+    """Originals kept as class attributes (Python 3.10's ``pathlib._NormalAccessor.stat =
+    os.stat``) and as defaults of methods."""
+    for key, member in list(vars(cls).items()):
+        hit = _replacements.get(id(member))
+        if hit is not None and hit[0] is member:
+            try:
+                setattr(cls, key, staticmethod(hit[1]) if callable(hit[1]) else hit[1])
+            except (AttributeError, TypeError):
+                pass  # a C type's attributes cannot change
+        elif isinstance(member, FunctionType):
+            _rebind_defaults(member)
 
 
 def _rebind_defaults(fn: FunctionType) -> None:
