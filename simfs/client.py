@@ -130,6 +130,8 @@ class Client:
         self.opens: dict[int, int] = {}
         self.silly: dict[int, list[tuple[int, str]]] = {}
         self._silly_seq = 0
+        # writes the server acknowledged but has not committed: [server boot count, requests]
+        self.unstable: dict[int, list] = {}
 
     # -- costs -----------------------------------------------------------------------------
     def _rpc(self, nbytes: int = 0) -> None:
@@ -404,6 +406,13 @@ class Client:
         if self.profile.rename == "copy_delete":
             self._rename_by_copy(src_dir, src_name, dst_dir, dst_name, ino)
             return
+        if self.profile.silly_rename:
+            try:
+                target = self.lookup(dst_dir, dst_name)
+            except FileNotFoundError:
+                target = None
+            if target is not None and target != ino and self.opens.get(target):
+                self._silly_rename(dst_dir, dst_name, target)  # a busy target survives, hidden
         self._rpc()
         _, schange, dchange = self.server.rename(src_dir, src_name, dst_dir, dst_name)
         self._after_change(schange)
@@ -469,11 +478,20 @@ class Client:
                 return base[offset:offset + size]
         return dirty.overlay(base, offset, size)
 
+    def _sent(self, ino: int, request: tuple) -> None:
+        """Remember an uncommitted request: if the server restarts before the commit, the
+        commit sends it again (an NFS client resends writes when the write verifier changes)."""
+        held = self.unstable.get(ino)
+        if held is None:
+            held = self.unstable[ino] = [self.server.crashes, []]
+        held[1].append(request)
+
     def write(self, ino: int, offset: int, data: bytes) -> None:
         """Write-through mounts send the bytes now; write-back ones keep them dirty."""
         if self.profile.write_back == "through":
             self._rpc(len(data))
             self._store(self.server.write(ino, offset, data), changed_by_us=True)
+            self._sent(ino, ("write", offset, data))
             return
         dirty = self.dirty.get(ino)
         if dirty is None:
@@ -500,14 +518,17 @@ class Client:
             content = dirty.overlay(dirty.base or b"", 0, dirty.size)
             self._rpc(len(content))
             attr = self.server.replace_content(ino, content)
+            self._sent(ino, ("whole", 0, content))
         else:
             self._rpc(dirty.nbytes())
             attr = None
             for extent in dirty.extents:
                 for offset, data in extent.pieces():
                     attr = self.server.write(ino, offset, data)
+                    self._sent(ino, ("write", offset, data))
             if dirty.size > (attr.size if attr else self.server.getattr(ino).size):
                 attr = self.server.truncate(ino, dirty.size)
+                self._sent(ino, ("truncate", dirty.size, b""))
         if pending is not None:
             self._after_change(self.server.publish(pending[0], pending[1], ino))
         self.data.pop(ino, None)
@@ -515,9 +536,24 @@ class Client:
             self._store(attr, changed_by_us=True)
 
     def commit(self, ino: int) -> None:
+        """Flush, then COMMIT; writes a restarted server lost are sent again first."""
         self.flush(ino)
+        held = self.unstable.pop(ino, None)
+        if held is not None and held[0] != self.server.crashes:
+            for kind, offset, data in held[1]:
+                self._rpc(len(data))
+                if kind == "write":
+                    self.server.write(ino, offset, data)
+                elif kind == "whole":
+                    self.server.replace_content(ino, data)
+                else:
+                    self.server.truncate(ino, offset)
         self._rpc()
         self.server.commit(ino)
+
+    def closed_without_commit(self, ino: int) -> None:
+        """A close that does not commit forgets the uncommitted requests (not durable)."""
+        self.unstable.pop(ino, None)
 
     def sync_dir(self, ino: int) -> None:
         self._rpc()

@@ -463,6 +463,8 @@ class Server:
         if src.kind == FILE:
             node.data = src.data.copy()
             self._record(DataUnit(node.ino, 0, node.data.tobytes()))
+            if self.profile.entry_durable == "op":
+                self.commit(node.ino)  # the copy is as durable as the name it gets
         return node.ino, self.publish(dst_dir, dst_name, node.ino)
 
     def alloc(self, mode: int) -> int:

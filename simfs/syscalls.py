@@ -432,6 +432,8 @@ class Syscalls:
                     client.commit(of.ino)
                 else:
                     client.flush(of.ino)
+            if of.mount.profile.data_durable != "close":
+                client.closed_without_commit(of.ino)
         finally:
             client.closed(of.ino)
 
