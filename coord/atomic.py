@@ -47,7 +47,14 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
     except FileNotFoundError:
         keep_mode = None
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    f = os.fdopen(fd, mode, encoding=encoding if "b" not in mode else None, newline=newline if "b" not in mode else None)
+    try:
+        f = os.fdopen(fd, mode, encoding=encoding if "b" not in mode else None,
+                      newline=newline if "b" not in mode else None)
+    except BaseException:  # e.g. an unknown encoding: the temporary file must not stay
+        with contextlib.suppress(OSError):
+            os.close(fd)  # fdopen may have closed it already
+        os.unlink(tmp)
+        raise
     try:
         yield f
         f.flush()

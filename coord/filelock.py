@@ -3,9 +3,12 @@ NFS mounts). It relies only on atomic exclusive creation of a file.
 
 The lock is a sequence of generation files ``<path>.<N>``, each holding its owner and lease
 expiry. Whoever sees the newest generation released or expired may take the lock by creating
-generation N+1 with O_EXCL: exactly one process can, so takeover is race-free. The holder
-renews its lease in the background and checks that no successor exists; a holder that was too
-slow to renew finds the successor and raises LockLost instead of carrying on."""
+generation N+1 with O_EXCL: exactly one process can, so takeover is race-free. A taker then
+checks that N+1 really is the newest generation and that N still exists (a contender that
+stalled long enough for N+1 to be taken, released and cleaned up would otherwise re-create
+it); generation 0 is never removed, so it cannot be re-created. The holder renews its lease
+in the background and checks that no successor exists; a holder that was too slow to renew
+finds the successor and raises LockLost instead of carrying on."""
 
 from __future__ import annotations
 
@@ -46,6 +49,8 @@ class FileLock:
         self._token = ""
         self._expires = 0.0
         self._lost: str | None = None
+        self._unreadable: dict[int, float] = {}  # generation -> when this object first saw it unreadable
+        self._refused = ""
         self._stop: threading.Event | None = None
         self._renewer: threading.Thread | None = None
 
@@ -62,22 +67,28 @@ class FileLock:
         return sorted(gens)
 
     def _read(self, gen: int) -> dict[str, Any] | None:
-        """A generation's record; None if it is being written (or was left empty by a crash)."""
-        try:
-            with open(self._name(gen), encoding="utf-8") as f:
-                return json.loads(f.read())
-        except (OSError, ValueError):
-            return None
+        """A generation's record; None if it is being written (or was left empty by a crash).
+        A read racing a renewal (which replaces the file) is retried."""
+        for attempt in range(3):
+            try:
+                with open(self._name(gen), encoding="utf-8") as f:
+                    return json.loads(f.read())
+            except FileNotFoundError:
+                return None
+            except (OSError, ValueError):
+                time.sleep(self.poll * (attempt + 1))
+        return None
 
     def _is_free(self, gen: int) -> tuple[bool, str]:
         record = self._read(gen)
         now = time.time()
         if record is None:
-            try:
-                age = now - os.stat(self._name(gen)).st_mtime
-            except FileNotFoundError:
+            if not os.path.exists(self._name(gen)):
                 return False, "a generation file vanished (someone is cleaning up)"
-            return age > self.lease, f"generation {gen} is being written (for {age:.1f}s)"
+            # judged on this process's own clock: mtimes are coarse and clocks may differ
+            first = self._unreadable.setdefault(gen, time.monotonic())
+            waited = time.monotonic() - first
+            return waited > self.lease, f"generation {gen} has been unreadable for {waited:.1f}s"
         if record.get("released"):
             return True, "released"
         expires = float(record.get("expires", 0))
@@ -95,9 +106,17 @@ class FileLock:
             f.write(json.dumps(self._record(released)))
 
     def _try_take(self, gen: int) -> bool:
+        """Create generation ``gen`` exclusively and keep it only if it is the newest one and
+        follows an existing predecessor."""
+        name = self._name(gen)
         try:
-            fd = os.open(self._name(gen), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
+            return False
+        except PermissionError:
+            # sshfs reports a lost exclusive-create race as EPERM (and this client may not see the
+            # winner's file yet); a real permission problem shows up as LockTimeout's reason
+            self._refused = f"creating generation {gen} was refused (EPERM)"
             return False
         self._token = unique_suffix()
         self._expires = time.time() + self.lease
@@ -105,7 +124,14 @@ class FileLock:
             f.write(json.dumps(self._record()))
             f.flush()
             os.fsync(f.fileno())
+        if self._superseded(gen) or (gen > 0 and not os.path.exists(self._name(gen - 1))):
+            os.unlink(name)  # a stale view: someone moved past this generation already
+            return False
         return True
+
+    def _superseded(self, gen: int) -> bool:
+        """Does a generation newer than ``gen`` exist?"""
+        return os.path.exists(self._name(gen + 1)) or any(g > gen for g in self._generations())
 
     # -- public ---------------------------------------------------------------------------------
     @property
@@ -120,20 +146,25 @@ class FileLock:
         start = time.monotonic()
         rng = _jitter_source()
         delay = self.poll
-        why = "no attempt yet"
+        known = -1  # the newest generation an exclusive create proved to exist (listings can lag)
         while True:
             gens = self._generations()
-            newest = gens[-1] if gens else None
+            newest = max(gens[-1] if gens else -1, known)
+            newest = None if newest < 0 else newest
             free, why = (True, "never taken") if newest is None else self._is_free(newest)
             if free:
                 candidate = 0 if newest is None else newest + 1
                 if self._try_take(candidate):
                     self._gen, self._lost = candidate, None
+                    self._unreadable.clear()
                     self._cleanup(gens)
                     self._start_renewer()
                     log.debug("locked %s (generation %d; previous: %s)", self.path, candidate, why)
                     return
-                continue  # another process took that generation first: look again at once
+                why = self._refused or f"generation {candidate} was taken by another process first"
+                if not self._refused:
+                    known = max(known, candidate)
+                self._refused = ""
             waited = time.monotonic() - start
             if limit is not None and waited >= limit:
                 raise LockTimeout(f"could not lock {self.path} within {limit:g}s: {why}")
@@ -144,7 +175,10 @@ class FileLock:
             delay = min(delay * 2, max(self.poll, 1.0))
 
     def _cleanup(self, older: list[int]) -> None:
+        """Remove older generations (but generation 0, which must never be re-created)."""
         for gen in older:
+            if gen == 0:
+                continue
             try:
                 os.unlink(self._name(gen))
             except FileNotFoundError:
@@ -154,8 +188,8 @@ class FileLock:
         """Raise LockLost unless this object still holds the lock."""
         if self._gen is None:
             raise LockLost(f"FileLock({self.path!r}) is not held")
-        if self._lost is None and os.path.exists(self._name(self._gen + 1)):
-            self._lost = f"generation {self._gen + 1} was taken by another process"
+        if self._lost is None and self._superseded(self._gen):
+            self._lost = "a newer generation was taken by another process"
         if self._lost is None and time.time() > self._expires:
             self._lost = f"the lease expired {time.time() - self._expires:.1f}s ago without renewal"
         if self._lost is not None:
@@ -166,8 +200,8 @@ class FileLock:
         self.check()
         self._expires = time.time() + self.lease
         self._write_record(self._gen)
-        if os.path.exists(self._name(self._gen + 1)):
-            self._lost = f"generation {self._gen + 1} was taken while renewing"
+        if self._superseded(self._gen):
+            self._lost = "a newer generation was taken while renewing"
             raise LockLost(f"lost the lock {self.path}: {self._lost}")
 
     def _start_renewer(self) -> None:
@@ -198,7 +232,7 @@ class FileLock:
             self._stop = self._renewer = None
         gen, lost = self._gen, self._lost
         self._gen = None
-        if lost is None and not os.path.exists(self._name(gen + 1)):
+        if lost is None and not self._superseded(gen):
             self._write_record(gen, released=True)
             return
         raise LockLost(f"lost the lock {self.path} before releasing it: {lost or 'a successor exists'}")

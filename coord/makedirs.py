@@ -41,10 +41,11 @@ def makedirs_once(path: str | os.PathLike[str], *, comm: Comm | Any = None, scop
         except OSError as exc:
             failure = f"{type(exc).__name__}: {exc}"
     outcomes = comm.all_gather_object((node, creator, failure))
-    failures = [(r, f) for r, (n, c, f) in enumerate(outcomes) if c and f and n == node]
-    if failures:
-        rank, why = failures[0]
-        raise CoordError(f"makedirs_once({target!r}): rank {rank} could not create it: {why}")
+    failures = [(r, n, f) for r, (n, c, f) in enumerate(outcomes) if c and f]
+    if failures:  # raised on every rank, so no rank waits in the next collective
+        rank, where, why = failures[0]
+        on = f" on node {where}" if scope == "node" else ""
+        raise CoordError(f"makedirs_once({target!r}): rank {rank}{on} could not create it: {why}")
     problem = None
     try:
         wait_visible(target, timeout=timeout, is_dir=True, what=f"directory {target} created by rank "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import shutil
 import stat
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, NamedTuple
@@ -99,11 +100,11 @@ def _scan(sources: Iterable[str | os.PathLike[str]]) -> list[tuple[Entry, str]]:
                 raise ValueError(f"sync_files: {path} is not below {base}")
             try:
                 st = os.stat(path)
+                if not stat.S_ISREG(st.st_mode):  # checked first: reading a FIFO would block
+                    raise ValueError(f"sync_files: {path} is not a regular file")
                 digest = _digest(path)
             except OSError as exc:
                 raise OSError(exc.errno, f"sync_files: cannot read source {path}: {exc.strerror}") from None
-            if not stat.S_ISREG(st.st_mode):
-                raise ValueError(f"sync_files: {path} is not a regular file")
             entry = Entry(rel, st.st_size, stat.S_IMODE(st.st_mode), digest)
             if rel in entries and entries[rel][0] != entry:
                 raise ValueError(f"sync_files: two sources give different files for {rel!r}")
@@ -118,6 +119,35 @@ def _local_path(dest: str, rel: str) -> str:
     return path
 
 
+def _inside(dest: str, path: str) -> bool:
+    """True if every directory between ``dest`` and ``path`` is a real directory (no symbolic
+    link leads the copy elsewhere)."""
+    current = dest
+    for part in os.path.relpath(os.path.dirname(path), dest).split(os.sep):
+        if part == ".":
+            continue
+        current = os.path.join(current, part)
+        if os.path.islink(current) or not os.path.isdir(current):
+            return False
+    return True
+
+
+def _clear_way(dest: str, path: str) -> None:
+    """Make ``path`` installable: whatever stands in the way inside ``dest`` (a file or link
+    where a directory belongs, a directory where the file belongs) is removed."""
+    current = dest
+    for part in os.path.relpath(os.path.dirname(path), dest).split(os.sep):
+        if part == ".":
+            continue
+        current = os.path.join(current, part)
+        if os.path.islink(current) or (os.path.lexists(current) and not os.path.isdir(current)):
+            os.unlink(current)
+        if not os.path.exists(current):
+            os.mkdir(current)
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+
+
 def _needed(dest: str, manifest: list[Entry]) -> tuple[list[int], int]:
     """Indices of manifest files this node lacks or has different; and how many match."""
     needed, same = [], 0
@@ -125,7 +155,8 @@ def _needed(dest: str, manifest: list[Entry]) -> tuple[list[int], int]:
         path = _local_path(dest, entry.path)
         try:
             st = os.lstat(path)
-            matches = stat.S_ISREG(st.st_mode) and st.st_size == entry.size and _digest(path) == entry.sha256
+            matches = (stat.S_ISREG(st.st_mode) and st.st_size == entry.size and _inside(dest, path)
+                       and _digest(path) == entry.sha256)
         except OSError:
             matches = False
         if matches:
@@ -172,7 +203,7 @@ class _Receiver:
         entry = self.manifest[index]
         if offset == 0:
             final = _local_path(self.dest, entry.path)
-            os.makedirs(os.path.dirname(final), exist_ok=True)
+            _clear_way(self.dest, final)
             tmp = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.sync.{unique_suffix()}")
             self.open[index] = (tmp, open(tmp, "wb"), hashlib.sha256())
         tmp, f, digest = self.open[index]
@@ -311,6 +342,15 @@ def _transfer(sub: Comm, src: int, sending: bool, manifest: list[Entry], union: 
     """Stream the union of needed files from the root to the leaders that need them. Every
     batch is announced first, so a failure on the root stops everyone at the same point; a
     receiver that fails keeps receiving (the collectives must stay aligned) and reports after."""
+    try:
+        return _stream(sub, src, sending, manifest, union, receiver, origin, chunk_size)
+    except BaseException:  # e.g. a peer died mid-stream: no half-written file stays behind
+        receiver.abort()
+        raise
+
+
+def _stream(sub: Comm, src: int, sending: bool, manifest: list[Entry], union: list[int], receiver: _Receiver,
+            origin: list[str], chunk_size: int) -> str | None:
     error: str | None = None
     for batch in _plan(manifest, union, chunk_size):
         payload, announce = None, None

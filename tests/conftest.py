@@ -68,7 +68,8 @@ def sshfs_pair():
                              "-h", host_key, "-o", f"AuthorizedKeysFile={authorized}", "-o", "StrictModes=no",
                              "-o", "PidFile=none"], stderr=subprocess.DEVNULL)
     options = (f"IdentityFile={key},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,cache=yes,"
-               f"entry_timeout={SSHFS_CACHE},attr_timeout={SSHFS_CACHE},negative_timeout={SSHFS_CACHE}")
+               f"entry_timeout={SSHFS_CACHE},attr_timeout={SSHFS_CACHE},negative_timeout={SSHFS_CACHE},"
+               f"cache_timeout={SSHFS_CACHE:g}")
     try:
         for mount in (a, b):
             for attempt in range(50):
