@@ -187,3 +187,13 @@ def run_procs(fn: Callable[..., Any], world_size: int, *args: Any,
         exc.add_note("\n".join(note))
         raise exc
     return [values[r] for r in range(world_size)]
+
+
+def error_of(fn) -> tuple[str, str] | None:
+    """(exception type, message) if ``fn()`` raises, else None: lets a rank report an expected
+    failure to the parent instead of dying."""
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        return type(exc).__name__, str(exc)
+    return None

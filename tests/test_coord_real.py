@@ -16,7 +16,7 @@ import time
 import pytest
 
 import coord
-from _procs import run_procs
+from _procs import error_of, run_procs
 
 WORLD = 4
 NODES = 2
@@ -36,14 +36,6 @@ def _tree(root: str) -> dict[str, tuple[str, int]]:
 
 def _layout(comm) -> tuple:
     return comm.local_rank, comm.local_world_size, comm.node, comm.num_nodes
-
-
-def _error(fn) -> tuple[str, str] | None:
-    try:
-        fn()
-    except Exception as exc:  # noqa: BLE001 - reported to the test
-        return type(exc).__name__, str(exc)
-    return None
 
 
 # -- one spawn: layout, collectives, makedirs_once, rank0_decides, wait_visible, sync_files ------------
@@ -129,8 +121,8 @@ def _world_checks(base: str) -> dict:
             f.write("x")
         out["mk_node_creator"] = node_target in calls
         coord.makedirs_once(target)  # already there: fine again
-        out["mk_fail"] = _error(lambda: coord.makedirs_once(f"{base}/blocker/sub", timeout=2))
-        out["mk_bad_scope"] = _error(lambda: coord.makedirs_once(f"{base}/x", scope="rack"))
+        out["mk_fail"] = error_of(lambda: coord.makedirs_once(f"{base}/blocker/sub", timeout=2))
+        out["mk_bad_scope"] = error_of(lambda: coord.makedirs_once(f"{base}/x", scope="rack"))
     finally:
         os.makedirs = real_makedirs
     comm.barrier()
@@ -150,7 +142,7 @@ def _world_checks(base: str) -> dict:
     def fails():
         raise KeyError(f"nothing on rank {rank}")
 
-    out["decide_error"] = _error(lambda: coord.rank0_decides(fails))
+    out["decide_error"] = error_of(lambda: coord.rank0_decides(fails))
 
     # -- wait_visible: a waiter returns once a file made later by another rank exists -----------------
     comm.barrier()
@@ -167,7 +159,7 @@ def _world_checks(base: str) -> dict:
         with open(flag) as f:
             out["wv_content"] = f.read()
     start = time.monotonic()
-    out["wv_timeout"] = _error(lambda: coord.wait_visible(f"{base}/wv/never", timeout=0.2, interval=0.02))
+    out["wv_timeout"] = error_of(lambda: coord.wait_visible(f"{base}/wv/never", timeout=0.2, interval=0.02))
     out["wv_timeout_took"] = time.monotonic() - start
 
     # -- sync_files: rank 0's sources to every "node"'s own destination ------------------------------
@@ -184,7 +176,7 @@ def _world_checks(base: str) -> dict:
                     f.write("stale")
         report = coord.sync_files(f"{base}/src/model", dest, chunk_size=1 << 20)
         out["sync"].append((report, _tree(dest) if leader else None))
-    out["sync_missing_source"] = _error(lambda: coord.sync_files(f"{base}/src/missing", dest))
+    out["sync_missing_source"] = error_of(lambda: coord.sync_files(f"{base}/src/missing", dest))
     return out
 
 
@@ -379,7 +371,7 @@ def test_filelock_contention_loses_no_update(tmp_path) -> None:
 
 def _node_scope_failure(base: str) -> tuple[str, str] | None:
     comm = coord.get_comm()
-    return _error(lambda: coord.makedirs_once(f"{base}/n/node{comm.node}/x", scope="node", timeout=5))
+    return error_of(lambda: coord.makedirs_once(f"{base}/n/node{comm.node}/x", scope="node", timeout=5))
 
 
 def test_makedirs_once_node_scope_failure_raises_everywhere(tmp_path) -> None:

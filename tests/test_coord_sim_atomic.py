@@ -19,25 +19,15 @@ from hypothesis import strategies as st
 
 import coord
 import simfs
+from _coord_sim import PROFILES, WORLD, cluster, ok
 
-NODES, RPN = 2, 4
-WORLD = NODES * RPN
 DIR = "/shared/data"
 TARGET = f"{DIR}/model.bin"
-NFS_LAG = simfs.profiles.get("nfs").replace(acdirmin=60, acdirmax=60, acregmin=60, acregmax=60)
-PROFILES = {"local": "local", "nfs": "nfs", "nfs_lag": NFS_LAG, "lustre": "lustre", "objectstore": "objectstore"}
 ESTALE_PROFILES = {"nfs", "nfs_lag", "objectstore"}  # another node replacing a file a reader holds open
 WRITERS = (0, 5)  # one writer on each node; every other rank reads
 
 
-def _cluster(profile, seed: int = 0, faults=(), rpn: int = RPN) -> simfs.Cluster:
-    return simfs.Cluster(nodes=NODES, ranks_per_node=rpn, profile=PROFILES.get(profile, profile), seed=seed,
-                         faults=faults)
-
-
-def _ok(result: simfs.Result) -> dict:
-    assert result.ok, result.summary()
-    return result.returns
+_cluster, _ok = cluster, ok
 
 
 def version(number: int, writer: int) -> bytes:

@@ -14,21 +14,17 @@ from hypothesis import strategies as st
 
 import coord
 import simfs
+from _coord_sim import RPN, WORLD, cluster, ok
 
-NODES, RPN = 2, 4
-WORLD = NODES * RPN
 PROFILES = ["local", "nfs", "lustre", "objectstore"]
 MARKER = "/shared/ckpt/latest"
 
 
-def _cluster(profile, seed: int = 0, faults=()) -> simfs.Cluster:
-    return simfs.Cluster(nodes=NODES, ranks_per_node=RPN, profile=profile, seed=seed, faults=faults)
-
-
 def _ok(result: simfs.Result) -> dict:
-    assert result.ok, result.summary()
-    assert sorted(result.returns) == list(range(WORLD))
-    return result.returns
+    return ok(result, WORLD)
+
+
+_cluster = cluster
 
 
 def resume_job(variant: str, probe_ranks: list[int], delay: float, collective: bool, src: int = 0) -> tuple:

@@ -18,27 +18,22 @@ from hypothesis import strategies as st
 
 import coord
 import simfs
+from _coord_sim import PROFILES as BASE_PROFILES
+from _coord_sim import RPN, WORLD, cluster, ok
 
-NODES, RPN = 2, 4
-WORLD = NODES * RPN
 LOCK = "/shared/job/lock"
 COUNTER = "/shared/job/counter"
 NFS_NODE_FLOCK = simfs.profiles.get("nfs").replace(flock="node")
-NFS_LAG = simfs.profiles.get("nfs").replace(acdirmin=60, acdirmax=60, acregmin=60, acregmax=60)
-PROFILES = {"local": "local", "nfs": "nfs", "nfs_lag": NFS_LAG, "lustre": "lustre", "objectstore": "objectstore",
-            "nfs_node_flock": NFS_NODE_FLOCK}
+PROFILES = {**BASE_PROFILES, "nfs_node_flock": NFS_NODE_FLOCK}
 SAFE = ["local", "nfs", "nfs_lag", "lustre"]  # atomic exclusive create: FileLock applies
 
 
 def _cluster(profile, seed: int = 0, faults=()) -> simfs.Cluster:
-    return simfs.Cluster(nodes=NODES, ranks_per_node=RPN, profile=PROFILES.get(profile, profile), seed=seed,
-                         faults=faults)
+    return cluster(PROFILES.get(profile, profile), seed, faults)
 
 
 def _ok(result: simfs.Result) -> dict:
-    assert result.ok, result.summary()
-    assert sorted(result.returns) == list(range(WORLD))
-    return result.returns
+    return ok(result, WORLD)
 
 
 def _read_counter() -> int:

@@ -15,24 +15,16 @@ from hypothesis import strategies as st
 
 import coord
 import simfs
+from _coord_sim import LAG, PROFILES, RPN, WORLD, cluster, ok
 
-NODES, RPN = 2, 4
-WORLD = NODES * RPN
-LAG = 60.0  # exact directory attribute ttl of the adversarial nfs variant
-NFS_LAG = simfs.profiles.get("nfs").replace(acdirmin=LAG, acdirmax=LAG, acregmin=LAG, acregmax=LAG)
-PROFILES = {"local": "local", "nfs": "nfs", "nfs_lag": NFS_LAG, "lustre": "lustre", "objectstore": "objectstore"}
 NAIVE_ERRORS = (FileExistsError, FileNotFoundError)
 
 
-def _cluster(profile, seed: int = 0, faults=()) -> simfs.Cluster:
-    return simfs.Cluster(nodes=NODES, ranks_per_node=RPN, profile=PROFILES.get(profile, profile), seed=seed,
-                         faults=faults)
+_cluster = cluster
 
 
 def _ok(result: simfs.Result) -> dict:
-    assert result.ok, result.summary()
-    assert sorted(result.returns) == list(range(WORLD))
-    return result.returns
+    return ok(result, WORLD)
 
 
 def _use(path: str) -> tuple[bool, list[str]]:

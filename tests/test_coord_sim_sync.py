@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import coord
 import simfs
+from _coord_sim import cluster, ok
 
 SRC, DST = "/tmp/src", "/tmp/dst"
 LAYOUTS = {"2x4": (2, 4), "4x2": (4, 2)}
@@ -54,12 +55,10 @@ def _content(rel: str, size: int, salt: int = 0) -> bytes:
 
 def _cluster(layout: str = "2x4", profile: str = "nfs", seed: int = 0, faults=()) -> simfs.Cluster:
     nodes, rpn = LAYOUTS[layout]
-    return simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=profile, seed=seed, faults=faults)
+    return cluster(profile, seed, faults, nodes, rpn)
 
 
-def _ok(result: simfs.Result) -> dict:
-    assert result.ok, result.summary()
-    return result.returns
+_ok = ok
 
 
 def write_tree(base: str, tree: dict, salt: int = 0) -> None:

@@ -20,17 +20,9 @@ import uuid
 import pytest
 
 import coord
-from _procs import run_procs
+from _procs import error_of, run_procs
 
 pytestmark = pytest.mark.sshfs
-
-
-def _error(fn) -> tuple[str, str] | None:
-    try:
-        fn()
-    except Exception as exc:  # noqa: BLE001 - reported to the test
-        return type(exc).__name__, str(exc)
-    return None
 
 
 @pytest.fixture
@@ -99,8 +91,8 @@ def _patterns(mounts: tuple[str, str], tag: str, slow: float, naive_wait: float)
     if rank == 0:
         os.mkdir(naive)
     comm.barrier()
-    out["a_open"] = _error(lambda: open(f"{naive}/part-{rank}", "w").close())
-    out["a_listdir"] = _error(lambda: os.listdir(naive))
+    out["a_open"] = error_of(lambda: open(f"{naive}/part-{rank}", "w").close())
+    out["a_listdir"] = error_of(lambda: os.listdir(naive))
     good = f"{root}/good_a/x"
     if rank == 1:
         out["a_good_before"] = os.path.exists(good)
@@ -108,7 +100,7 @@ def _patterns(mounts: tuple[str, str], tag: str, slow: float, naive_wait: float)
     start = time.monotonic()
     coord.makedirs_once(good, timeout=30)
     out["a_good_took"] = time.monotonic() - start
-    out["a_good_open"] = _error(lambda: open(f"{good}/part-{rank}", "w").close())
+    out["a_good_open"] = error_of(lambda: open(f"{good}/part-{rank}", "w").close())
     comm.barrier()
 
     # (b) OLMo's pattern: rank 0 creates, every other rank polls for a fixed time that starts when
@@ -134,7 +126,7 @@ def _patterns(mounts: tuple[str, str], tag: str, slow: float, naive_wait: float)
     start = time.monotonic()
     coord.makedirs_once(good, timeout=30)
     out["b_good_took"] = time.monotonic() - start
-    out["b_good_open"] = _error(lambda: open(f"{good}/part-{rank}", "w").close())
+    out["b_good_open"] = error_of(lambda: open(f"{good}/part-{rank}", "w").close())
     comm.barrier()
 
     # (c) "is there a checkpoint?" right after rank 0 wrote one: each rank asking its own mount
