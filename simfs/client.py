@@ -17,11 +17,10 @@ if TYPE_CHECKING:
 class Meter:
     """Virtual cost of the operation in progress (only one rank runs at a time)."""
 
-    __slots__ = ("cost", "rpcs")
+    __slots__ = ("cost",)
 
     def __init__(self) -> None:
         self.cost = 0.0
-        self.rpcs = 0
 
     def take(self) -> float:
         cost, self.cost = self.cost, 0.0
@@ -140,9 +139,7 @@ class Client:
         latency = profile.rpc_latency
         if profile.jitter:
             latency *= 1 + profile.jitter * (2 * self._choices.fraction() - 1)
-        meter = self.meter
-        meter.cost += latency + nbytes / profile.bandwidth
-        meter.rpcs += 1
+        self.meter.cost += latency + nbytes / profile.bandwidth
 
     def _local(self) -> None:
         self.meter.cost += self.profile.local_latency

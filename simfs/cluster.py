@@ -216,7 +216,7 @@ class Cluster:
             env = torchrun_env(base_env, rank=rank, local_rank=local_rank, node=node, world_size=self.world_size,
                                local_world_size=self.ranks_per_node, nodes=self.nodes, master="node0", run_id=run_id)
             proc = Process(rank=rank, local_rank=local_rank, node=node, world_size=self.world_size,
-                           local_world_size=self.ranks_per_node, nodes=self.nodes,
+                           local_world_size=self.ranks_per_node,
                            pid=1000 + 10000 * run_index + local_rank, hostname=f"node{node}", env=env,
                            cwd=self.cwd, seed=self.seed, run=run_index)
             proc.sys = Syscalls(self.kernel, proc)

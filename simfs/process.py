@@ -43,13 +43,12 @@ class Process:
     """One simulated rank process."""
 
     def __init__(self, *, rank: int, local_rank: int, node: int, world_size: int, local_world_size: int,
-                 nodes: int, pid: int, hostname: str, env: dict[str, str], cwd: str, seed: int, run: int) -> None:
+                 pid: int, hostname: str, env: dict[str, str], cwd: str, seed: int, run: int) -> None:
         self.rank = rank
         self.local_rank = local_rank
         self.node = node
         self.world_size = world_size
         self.local_world_size = local_world_size
-        self.nodes = nodes
         self.pid = pid
         self.hostname = hostname
         self.env = env

@@ -64,11 +64,10 @@ class Task:
 class Event:
     """A callback due at a virtual time (crash at a time, lag expiry...)."""
 
-    __slots__ = ("fn", "token", "name")
+    __slots__ = ("fn", "name")
 
     def __init__(self, fn: Callable[[], None], name: str) -> None:
         self.fn = fn
-        self.token = 0
         self.name = name
 
 
@@ -119,8 +118,6 @@ class Scheduler:
             task_at = self._times[0] if self._times else None
             if self._events and (task_at is None or self._events[0][0] <= task_at):
                 at, _, event = heapq.heappop(self._events)
-                if event.token < 0:
-                    continue
                 self.now = max(self.now, at)
                 return event
             if task_at is None:
@@ -140,9 +137,6 @@ class Scheduler:
         self._event_seq += 1
         heapq.heappush(self._events, (max(at, self.now), self._event_seq, event))
         return event
-
-    def cancel(self, event: Event) -> None:
-        event.token = -1
 
     # -- tasks -----------------------------------------------------------------------------
     def spawn(self, fn: Callable[[], Any], rank: int, context: Any, name: str, *,
