@@ -188,7 +188,7 @@ class Cluster:
                           timeout=self.collective_timeout, initialized=self.dist_initialized,
                           note=lambda rank, op, group, outcome: self.kernel.note(
                               op, group, outcome, rank=rank, node=rank // self.ranks_per_node))
-        procs = self._spawn_ranks(sched, world, engine, run_index, job, args, kwargs)
+        self._spawn_ranks(sched, world, engine, run_index, job, args, kwargs)
         engine.arm_timers()
 
         wall0 = _real.perf_counter()
@@ -203,10 +203,10 @@ class Cluster:
         if state.error is not None:
             raise state.error
         spec = self._replay_spec(job, args, kwargs, run_index, fault_list, recorder)
-        return self._result(sched, state, procs, world, start, wall, encode(spec))
+        return self._result(sched, state, world, start, wall, encode(spec))
 
     def _spawn_ranks(self, sched: Scheduler, world: DistWorld, engine: FaultEngine, run_index: int,
-                     job: Callable[..., Any], args: tuple, kwargs: dict) -> list[Process]:
+                     job: Callable[..., Any], args: tuple, kwargs: dict) -> None:
         base_env = {**dict(os.environ), **self.env}
         run_id = f"simfs-{self.seed}-{run_index}"
         procs = []
@@ -226,7 +226,6 @@ class Cluster:
             sched.spawn(self._rank_body(sched, proc, job, args, kwargs), rank, proc, f"rank{rank}", is_main=True,
                         start_at=sched.now + delay, gr_context=caller_context.copy())
         self.kernel.processes = procs
-        return procs
 
     @staticmethod
     def _rank_body(sched: Scheduler, proc: Process, job: Callable[..., Any], args: tuple,
@@ -325,26 +324,21 @@ class Cluster:
                                                      user_frame(frame), why)
 
     # -- results ----------------------------------------------------------------------------------
-    def _result(self, sched: Scheduler, state: _RunState, procs: list[Process], world: DistWorld,
-                start: float, wall: float, replay: str) -> Result:
+    def _result(self, sched: Scheduler, state: _RunState, world: DistWorld, start: float, wall: float,
+                replay: str) -> Result:
         returns: dict[int, Any] = {}
         errors: dict[int, BaseException] = {}
         tracebacks: dict[int, str] = {}
         for task in sched.tasks:
+            error, rank = task.error, task.rank
             if not task.is_main:
-                continue
-            rank = task.rank
-            if task.error is None:
+                if error is not None and not isinstance(error, TaskKilled):
+                    state.notes.append(f"rank {rank}: exception in thread {task.name!r}:\n" + format_exception(error))
+            elif error is None:
                 returns[rank] = task.result
-            elif isinstance(task.error, TaskKilled) and (rank in state.crashed or rank in state.hung):
-                continue
-            else:
-                errors[rank] = task.error
-                tracebacks[rank] = format_exception(task.error)
-        for task in sched.tasks:
-            if not task.is_main and task.error is not None and not isinstance(task.error, TaskKilled):
-                state.notes.append(f"rank {task.rank}: exception in thread {task.name!r}:\n"
-                                   + format_exception(task.error))
+            elif not (isinstance(error, TaskKilled) and (rank in state.crashed or rank in state.hung)):
+                errors[rank] = error
+                tracebacks[rank] = format_exception(error)
         hung = {**world.hangs, **state.hung}
         return Result(returns=returns, errors=errors, tracebacks=tracebacks, crashed=state.crashed, hung=hung,
                       virtual_time=sched.now - start, wall_time=wall, trace=self.kernel.trace, replay=replay,
