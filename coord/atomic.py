@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import socket
 from typing import IO, Any, Iterator
 
 _WRITE_MODES = ("w", "wb", "wt")
+log = logging.getLogger("coord")
 
 
 def unique_suffix() -> str:
@@ -72,3 +74,4 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
         raise
     if durable:
         fsync_dir(directory)
+    log.debug("atomic_write: replaced %s", target)

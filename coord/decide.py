@@ -3,12 +3,14 @@ filesystem (each asking ``exists()`` on a lagging mount is behind several real h
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, TypeVar
 
 from .comm import Comm, get_comm
 from .errors import CoordError
 
 T = TypeVar("T")
+log = logging.getLogger("coord")
 
 
 def rank0_decides(fn: Callable[[], T], *, comm: Comm | Any = None, src: int = 0) -> T:
@@ -24,6 +26,7 @@ def rank0_decides(fn: Callable[[], T], *, comm: Comm | Any = None, src: int = 0)
             outcome = (False, f"{type(exc).__name__}: {exc}")
             error = exc
     ok, value = comm.broadcast_object(outcome, src)
+    log.debug("rank0_decides: rank %d decided %r for rank %d", src, value, comm.rank)
     if ok:
         return value
     if error is not None:

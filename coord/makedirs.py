@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 from .comm import Comm, get_comm
 from .errors import CoordError, WaitTimeout
 from .wait import revalidate, wait_visible
+
+log = logging.getLogger("coord")
 
 
 def _create(path: str, mode: int) -> None:
@@ -38,6 +41,7 @@ def makedirs_once(path: str | os.PathLike[str], *, comm: Comm | Any = None, scop
     if creator:
         try:
             _create(target, mode)
+            log.debug("makedirs_once(%s): created by rank %d", target, comm.rank)
         except OSError as exc:
             failure = f"{type(exc).__name__}: {exc}"
     outcomes = comm.all_gather_object((node, creator, failure))
@@ -52,6 +56,7 @@ def makedirs_once(path: str | os.PathLike[str], *, comm: Comm | Any = None, scop
                      f"{outcomes.index((node, True, None))} to become visible")
     except WaitTimeout as exc:
         problem = str(exc)
+    log.debug("makedirs_once(%s): rank %d sees it", target, comm.rank)
     report = comm.all_gather_object((socket.gethostname(), problem))
     unseen = [f"rank {r} on {host}: {why}" for r, (host, why) in enumerate(report) if why]
     if unseen:

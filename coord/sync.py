@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import logging
 import os
 import shutil
 import stat
@@ -22,6 +23,7 @@ from .comm import Comm, get_comm
 from .errors import CoordError
 
 _HASH_BLOCK = 1 << 20
+log = logging.getLogger("coord")
 
 
 class Entry(NamedTuple):
@@ -333,8 +335,10 @@ def sync_files(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     if errors:
         raise CoordError(f"sync_files failed finishing a node's copy: {errors[0]}")
     mine = next(c for c in counts if c[0] == comm.node and c[1])
-    return SyncReport(files=len(manifest), sent=len(union), unchanged=mine[2], removed=mine[3],
-                      bytes_sent=sum(manifest[i].size for i in union), nodes_updated=nodes_updated)
+    report = SyncReport(files=len(manifest), sent=len(union), unchanged=mine[2], removed=mine[3],
+                        bytes_sent=sum(manifest[i].size for i in union), nodes_updated=nodes_updated)
+    log.debug("sync_files(%s) on rank %d: %s", dest, comm.rank, report)
+    return report
 
 
 def _transfer(sub: Comm, src: int, sending: bool, manifest: list[Entry], union: list[int], receiver: _Receiver,

@@ -209,8 +209,11 @@ def _seeded_child(directory: str) -> dict:
 
 def test_jitter_and_temp_names_differ_between_processes_seeded_alike(tmp_path) -> None:
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(2) as pool:
-        a, b = pool.map(_seeded_child, [str(tmp_path), str(tmp_path)], chunksize=1)
+    results = []
+    for _ in range(2):  # one pool each: a shared pool may run both calls in one process
+        with ctx.Pool(1) as pool:
+            results.append(pool.apply(_seeded_child, (str(tmp_path),)))
+    a, b = results
     assert a["pid"] != b["pid"]
     assert a["naive"] == b["naive"]  # the naive source: identical in every process
     assert a["jitter"] != b["jitter"]
