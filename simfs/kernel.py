@@ -16,7 +16,7 @@ from .errors import TaskKilled
 from .mount import Mount
 from .profiles import Profile
 from .scheduler import Scheduler, current_task
-from .server import ROOT
+from .server import ROOT, Server
 from .vfs import NodeVfs
 
 if TYPE_CHECKING:
@@ -83,7 +83,12 @@ class Kernel:
         self.local = [Mount("/", local, [n], self.now, self.choices, self.meter, self.interleave) for n in range(nodes)]
         self._devs = {id(m): i + 1 for i, m in enumerate([*self.shared, *self.local])}
         for disk in self.local:
-            self._prepare_local_disk(disk, [m.path for m in self.shared])
+            self._make_dirs(disk.server, ["/tmp", *(m.path for m in self.shared)])
+        for mount in self.shared:  # a nested mount point is a directory of the mount around it
+            outer = [m for m in self.shared if m is not mount and mount.path.startswith(m.path + "/")]
+            if outer:
+                parent = max(outer, key=lambda m: len(m.path))
+                self._make_dirs(parent.server, [mount.path[len(parent.path):]])
         self.vfs = [NodeVfs(n, self.shared, self.local[n]) for n in range(nodes)]
         self.real_prefixes = _real_prefixes()
         self.trace: list[TraceEvent] = []
@@ -95,10 +100,9 @@ class Kernel:
         self.on_crash: Any = None  # callback(node, why) set by the cluster for its report
 
     @staticmethod
-    def _prepare_local_disk(disk: Mount, mount_points: list[str]) -> None:
-        """Every node's disk has /tmp and the shared mount points, already durable."""
-        server = disk.server
-        for path in ["/tmp", *mount_points]:
+    def _make_dirs(server: Server, paths: list[str]) -> None:
+        """Directories that exist before any run, already durable (/tmp, mount points)."""
+        for path in paths:
             ino = ROOT
             for name in [c for c in path.split("/") if c]:
                 child = server.lookup(ino, name)
