@@ -3,6 +3,7 @@ torch's timeouts (a collective that can never complete names the ranks it waits 
 
 from __future__ import annotations
 
+import functools
 import pickle
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -14,7 +15,9 @@ from .scheduler import Scheduler, WaitQueue, current_task
 DEFAULT_TIMEOUT = 1800.0  # torch's default for gloo and NCCL: 30 minutes
 
 
+@functools.cache
 def _backend_error() -> type[Exception]:
+    """torch's error for a failed collective (looked up once: collectives are a hot path)."""
     try:
         from torch.distributed import DistBackendError
     except ImportError:  # torch absent: object collectives still work
