@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import getpass
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NoReturn
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -14,17 +24,30 @@ settings.register_profile("dev", deadline=None, max_examples=60, suppress_health
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
-# -- a real lagging network filesystem: two sshfs mounts of one directory over loopback --------
-import shutil  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+# -- tests that need something outside Python ----------------------------------------------------
 
-import pytest  # noqa: E402
+def required() -> frozenset[str]:
+    """What SIMFS_REQUIRE lists (comma or space separated, e.g. "sshfs,chromium"): things whose
+    absence fails the tests that need them instead of skipping them. .ci/run sets it."""
+    return frozenset(os.environ.get("SIMFS_REQUIRE", "").replace(",", " ").split())
+
+
+def missing(thing: str, why: str) -> NoReturn:
+    """Skip the calling test (or fixture) because ``thing`` is unavailable here, saying ``why``;
+    fail it instead when SIMFS_REQUIRE lists ``thing``. The one helper for every "needs X" skip."""
+    message = f"needs {thing}: {why}"
+    if thing in required():
+        pytest.fail(f"{message} (SIMFS_REQUIRE={os.environ['SIMFS_REQUIRE']!r} requires {thing})", pytrace=False)
+    pytest.skip(message)
+
+
+# -- a real lagging network filesystem: two sshfs mounts of one directory over loopback --------
 
 SSHFS_CACHE = 2.0  # entry/attr/negative timeouts of the FUSE caches, seconds
+# sshfs/fusermount errors that mean "this machine cannot mount FUSE" (a container without the
+# device or the capability, an unprivileged user), not a broken fixture
+_FUSE_UNAVAILABLE = ("fuse: device not found", "/dev/fuse", "operation not permitted", "permission denied",
+                     "fusermount")
 
 
 @dataclass(frozen=True)
@@ -44,14 +67,20 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def sshfs_pair():
+def sshfs_pair() -> Iterator[SshfsPair]:
+    """Skips (fails under SIMFS_REQUIRE=sshfs) where sshfs, fusermount, sshd or /dev/fuse is
+    absent or FUSE cannot mount here."""
     if not os.path.exists("/dev/fuse"):
-        pytest.skip("/dev/fuse is absent: no FUSE mounts on this machine")
-    for tool in ("sshfs", "fusermount"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not installed (.ci/run installs sshfs and openssh-server)")
+        missing("sshfs", "/dev/fuse is absent: no FUSE mounts on this machine")
+    if shutil.which("sshfs") is None:
+        missing("sshfs", "sshfs is not installed (apt-get install sshfs; .ci/run installs it)")
+    fusermount = shutil.which("fusermount") or shutil.which("fusermount3")
+    if fusermount is None:
+        missing("sshfs", "fusermount is not installed (apt-get install fuse3; .ci/run installs it with sshfs)")
+    if shutil.which("ssh-keygen") is None:
+        missing("sshfs", "ssh-keygen is not installed (apt-get install openssh-client; .ci/run installs it)")
     if not os.path.exists("/usr/sbin/sshd"):
-        pytest.fail("/usr/sbin/sshd is not installed (.ci/run installs openssh-server)")
+        missing("sshfs", "/usr/sbin/sshd is not installed (apt-get install openssh-server; .ci/run installs it)")
     root = tempfile.mkdtemp(prefix="simfs-sshfs-")
     export, a, b = (os.path.join(root, n) for n in ("export", "a", "b"))
     for d in (export, a, b):
@@ -63,27 +92,37 @@ def sshfs_pair():
     authorized = os.path.join(root, "authorized_keys")
     shutil.copy(key + ".pub", authorized)
     os.chmod(authorized, 0o600)
-    os.makedirs("/run/sshd", exist_ok=True)
+    try:
+        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory (root only)
+    except OSError:
+        pass
     sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-p", str(port), "-o", "ListenAddress=127.0.0.1",
                              "-h", host_key, "-o", f"AuthorizedKeysFile={authorized}", "-o", "StrictModes=no",
                              "-o", "PidFile=none"], stderr=subprocess.DEVNULL)
     options = (f"IdentityFile={key},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,cache=yes,"
                f"entry_timeout={SSHFS_CACHE},attr_timeout={SSHFS_CACHE},negative_timeout={SSHFS_CACHE},"
                f"cache_timeout={SSHFS_CACHE:g}")
+    user = getpass.getuser()
     try:
         for mount in (a, b):
-            for attempt in range(50):
-                done = subprocess.run(["sshfs", "-p", str(port), "-o", options, f"root@127.0.0.1:{export}", mount],
+            for _attempt in range(50):
+                done = subprocess.run(["sshfs", "-p", str(port), "-o", options, f"{user}@127.0.0.1:{export}", mount],
                                       capture_output=True, text=True)
                 if done.returncode == 0:
                     break
                 time.sleep(0.1)  # sshd may still be starting
             else:
-                pytest.fail(f"sshfs mount failed: {done.stderr.strip()}")
+                error = done.stderr.strip() or f"exit status {done.returncode}"
+                if sshd.poll() is not None:
+                    missing("sshfs", f"sshd on 127.0.0.1:{port} exited with status {sshd.returncode}; "
+                                     f"sshfs said: {error}")
+                if any(sign in error.lower() for sign in _FUSE_UNAVAILABLE):
+                    missing("sshfs", f"FUSE cannot mount on this machine: {error}")
+                pytest.fail(f"sshfs mount failed: {error}")
         yield SshfsPair(export, a, b, SSHFS_CACHE)
     finally:
         for mount in (a, b):
-            subprocess.run(["fusermount", "-u", "-z", mount], capture_output=True)
+            subprocess.run([fusermount, "-u", "-z", mount], capture_output=True)
         sshd.terminate()
         sshd.wait(timeout=10)
         shutil.rmtree(root, ignore_errors=True)
