@@ -8,7 +8,8 @@ import os
 import platform
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 REPORTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reports")
 
@@ -45,7 +46,11 @@ def write_report(name: str, command: str, markdown: str, data: dict[str, Any]) -
     path = os.path.join(REPORTS, "BENCHMARKS.md")
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     section = f"{begin}\n{markdown.strip()}\n\nCommand: `{command}` ({machine()})\n{end}"
-    text = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    else:
+        text = "# Benchmarks\n"
     if begin in text and end in text:
         text = text[:text.index(begin)] + section + text[text.index(end) + len(end):]
     else:

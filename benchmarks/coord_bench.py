@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import table, write_report  # noqa: E402
+from common import table, write_report
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "coord_worker.py")
 
@@ -68,13 +68,14 @@ def main() -> None:
          f"raw local copy: {med['big_total_bytes'] / med['raw_copy_big_s'] / mib:.0f}"],
         ["sync_files, 10k files of 4 KiB (files/s)", f"{10_000 / med['sync_small_s']:.0f}",
          f"raw local copy: {10_000 / med['raw_copy_small_s']:.0f}"],
-        ["sync_files again, nothing changed (bytes sent / s)", f"{med['noop_bytes_sent']:.0f} / {med['sync_small_noop_s']:.2f}", ""],
+        ["sync_files again, nothing changed (bytes sent / s)",
+         f"{med['noop_bytes_sent']:.0f} / {med['sync_small_noop_s']:.2f}", ""],
         ["incremental sync after changing 1% of 10k files (bytes sent)",
          f"{med['incremental_bytes_sent']:.0f} ({med['incremental_files_sent']:.0f} files)",
          f"of {med['small_total_bytes']:.0f} ({100 * med['incremental_bytes_sent'] / med['small_total_bytes']:.1f}%)"],
     ]
-    markdown = f"## coord\n\nMedians of {args.repeats} runs; 2 gloo ranks as 2 torchrun nodes on one machine, local disk.\n\n" \
-        + table(["what", "measured", "alongside"], rows)
+    markdown = (f"## coord\n\nMedians of {args.repeats} runs; 2 gloo ranks as 2 torchrun nodes on one machine, "
+                "local disk.\n\n" + table(["what", "measured", "alongside"], rows))
     print(markdown)
     write_report("coord_bench", f"python benchmarks/coord_bench.py --repeats {args.repeats}", markdown,
                  {"runs": runs, "medians": med})

@@ -16,8 +16,8 @@ import tempfile
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import simfs  # noqa: E402
-from common import median_of, table, timed, write_report  # noqa: E402
+import simfs
+from common import median_of, table, timed, write_report
 
 STAT_OPS = 40_000
 WRITE_MB = 256
@@ -134,7 +134,8 @@ def main() -> None:
 
     scaling = {}
     for ranks in (256, 512, 1024, 2048):
-        seconds, _ = median_of(args.repeats, lambda: timed(lambda: sim_run(fan_in, nodes=ranks // 8, rpn=8))[0])
+        seconds, _ = median_of(args.repeats,
+                               lambda n=ranks // 8: timed(lambda: sim_run(fan_in, nodes=n, rpn=8))[0])
         scaling[ranks] = seconds
     rows.append(["1024 ranks: mkdir, barrier, write, barrier, list (wall s)", f"{scaling[1024]:.2f}", "< 10", ""])
     rows.append(["same job, 2048 / 1024 ranks (time ratio)", f"{scaling[2048] / scaling[1024]:.2f}x", "<= 2.2x",
@@ -161,7 +162,7 @@ def main() -> None:
     rows.append([f"simulated sequential write, {WRITE_MB} MiB (MB/s), local", f"{local:,.0f}", ">= 200", ""])
     data["write_mb_s"] = {"nfs": nfs_samples, "local": local_samples, "real_disk": disk}
 
-    markdown = "## simfs speed\n\nMedians of {} runs.\n\n".format(args.repeats) + table(
+    markdown = f"## simfs speed\n\nMedians of {args.repeats} runs.\n\n" + table(
         ["what", "measured", "target", "context"], rows)
     print(markdown)
     write_report("simfs_speed", f"python benchmarks/simfs_speed.py --repeats {args.repeats}", markdown, data)

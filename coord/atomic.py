@@ -8,7 +8,8 @@ import errno
 import logging
 import os
 import socket
-from typing import IO, Any, Iterator
+from collections.abc import Iterator
+from typing import IO, Any
 
 _WRITE_MODES = ("w", "wb", "wt")
 log = logging.getLogger("coord")

@@ -4,7 +4,8 @@ filesystem (each asking ``exists()`` on a lagging mount is behind several real h
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .comm import Comm, get_comm
 from .errors import CoordError
@@ -22,7 +23,7 @@ def rank0_decides(fn: Callable[[], T], *, comm: Comm | Any = None, src: int = 0)
     if comm.rank == src:
         try:
             outcome = (True, fn())
-        except Exception as exc:  # reported to every rank, re-raised on src
+        except Exception as exc:  # noqa: BLE001 - reported to every rank, re-raised on src
             outcome = (False, f"{type(exc).__name__}: {exc}")
             error = exc
     ok, value = comm.broadcast_object(outcome, src)

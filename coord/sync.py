@@ -15,8 +15,9 @@ import logging
 import os
 import shutil
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from .atomic import unique_suffix
 from .comm import Comm, get_comm
@@ -207,7 +208,7 @@ class _Receiver:
             final = _local_path(self.dest, entry.path)
             _clear_way(self.dest, final)
             tmp = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.sync.{unique_suffix()}")
-            self.open[index] = (tmp, open(tmp, "wb"), hashlib.sha256())
+            self.open[index] = (tmp, open(tmp, "wb"), hashlib.sha256())  # noqa: SIM115 - closed by _install/abort
         tmp, f, digest = self.open[index]
         f.write(data)
         digest.update(data)
@@ -241,7 +242,7 @@ def _remove_stale(dest: str, manifest: list[Entry]) -> int:
     keep = {_local_path(dest, e.path) for e in manifest}
     keep_dirs = {os.path.dirname(p) for p in keep}
     removed = 0
-    for top, dirs, names in os.walk(dest, topdown=False):
+    for top, _dirs, names in os.walk(dest, topdown=False):
         for name in names:
             path = os.path.join(top, name)
             if path not in keep:

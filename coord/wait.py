@@ -8,7 +8,7 @@ import os
 import random
 import stat
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import WaitTimeout
 

@@ -8,7 +8,8 @@ import importlib.util
 import json
 import os
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import simfs
 from simfs.faults import fault_from_dict
