@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 
 @runtime_checkable
@@ -187,12 +187,12 @@ class TorchComm:
         """Raw bytes from ``src`` to every rank, as a uint8 tensor (no pickling)."""
         import torch
 
-        size = self.broadcast_object(len(data) if self.rank == src else None, src)
+        size = self.broadcast_object(len(cast(bytes, data)) if self.rank == src else None, src)
         if size == 0:
             return b""
         device = self.device or torch.device("cpu")
         if self.rank == src:
-            tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(device)
+            tensor = torch.frombuffer(bytearray(cast(bytes, data)), dtype=torch.uint8).to(device)
         else:
             tensor = torch.empty(size, dtype=torch.uint8, device=device)
         self._dist.broadcast(tensor, src=self._global(src), group=self.group)
@@ -218,7 +218,7 @@ def get_comm(process_group: Any = None) -> Comm:
     try:
         import torch.distributed as dist
     except ImportError:
-        dist = None
+        dist = None  # type: ignore[assignment]
     if dist is not None and dist.is_available() and dist.is_initialized():
         return TorchComm(process_group)
     if process_group is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .comm import Comm, get_comm
 from .errors import CoordError
@@ -29,7 +29,7 @@ def rank0_decides(fn: Callable[[], T], *, comm: Comm | Any = None, src: int = 0)
     ok, value = comm.broadcast_object(outcome, src)
     log.debug("rank0_decides: rank %d decided %r for rank %d", src, value, comm.rank)
     if ok:
-        return value
+        return cast(T, value)
     if error is not None:
         raise error
     raise CoordError(f"rank {src} failed while deciding for everyone: {value}")

@@ -17,11 +17,14 @@ import logging
 import os
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .atomic import atomic_write, unique_suffix
 from .errors import LockLost, LockTimeout
 from .wait import _jitter_source
+
+if TYPE_CHECKING:
+    from types import EllipsisType
 
 log = logging.getLogger("coord")
 
@@ -72,7 +75,8 @@ class FileLock:
         for attempt in range(3):
             try:
                 with open(self._name(gen), encoding="utf-8") as f:
-                    return json.loads(f.read())
+                    record: dict[str, Any] | None = json.loads(f.read())
+                    return record
             except FileNotFoundError:
                 return None
             except (OSError, ValueError):
@@ -138,7 +142,7 @@ class FileLock:
     def held(self) -> bool:
         return self._gen is not None and self._lost is None
 
-    def acquire(self, timeout: float | None = ...) -> None:  # type: ignore[assignment]
+    def acquire(self, timeout: float | EllipsisType | None = ...) -> None:
         """Take the lock, waiting up to ``timeout`` seconds (default: the constructor's)."""
         if self._gen is not None:
             raise RuntimeError(f"FileLock({self.path!r}) is already held by this object")
@@ -149,6 +153,7 @@ class FileLock:
         known = -1  # the newest generation an exclusive create proved to exist (listings can lag)
         while True:
             gens = self._generations()
+            newest: int | None
             newest = max(gens[-1] if gens else -1, known)
             newest = None if newest < 0 else newest
             free, why = (True, "never taken") if newest is None else self._is_free(newest)
@@ -199,8 +204,8 @@ class FileLock:
         """Extend the lease now (the background renewer calls this every lease/3)."""
         self.check()
         self._expires = time.time() + self.lease
-        self._write_record(self._gen)
-        if self._superseded(self._gen):
+        self._write_record(cast(int, self._gen))  # not None: check() passed
+        if self._superseded(cast(int, self._gen)):
             self._lost = "a newer generation was taken while renewing"
             raise LockLost(f"lost the lock {self.path}: {self._lost}")
 
@@ -228,7 +233,7 @@ class FileLock:
             raise RuntimeError(f"FileLock({self.path!r}) is not held")
         if self._stop is not None:
             self._stop.set()
-            self._renewer.join()
+            cast(threading.Thread, self._renewer).join()  # set together with _stop
             self._stop = self._renewer = None
         gen, lost = self._gen, self._lost
         self._gen = None

@@ -357,6 +357,7 @@ def _transfer(sub: Comm, src: int, sending: bool, manifest: list[Entry], union: 
 def _stream(sub: Comm, src: int, sending: bool, manifest: list[Entry], union: list[int], receiver: _Receiver,
             origin: list[str], chunk_size: int) -> str | None:
     error: str | None = None
+    announce: str | None
     for batch in _plan(manifest, union, chunk_size):
         payload, announce = None, None
         if sending:
