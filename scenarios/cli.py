@@ -136,7 +136,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--fault", action="append", default=[],
                      help='a fault as JSON, e.g. \'{"type": "CrashNode", "node": 1, "after_ops": 5}\'')
     run.add_argument("--trace", action="store_true", help="print every simulated operation")
-    run.add_argument("--report", default=os.path.join("reports", "simfs-run.json"), help="JSON report path ('' for none)")
+    run.add_argument("--report", default=os.path.join("reports", "runs", "simfs-run.json"),
+                     help="JSON report path ('' for none)")
     run.set_defaults(func=cmd_run)
 
     rep = sub.add_parser("replay", help="reproduce a run from its replay string")
