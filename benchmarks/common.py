@@ -1,8 +1,10 @@
 """Shared benchmark plumbing: repeated measurements, medians, a printed table, and the
-results written under reports/ (JSON, plus a section of reports/BENCHMARKS.md)."""
+results written as JSON under reports/runs/ (git-ignored), or with ``--record`` as the committed
+summaries: reports/<name>.json plus a section of reports/BENCHMARKS.md."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -12,6 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 REPORTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reports")
+RUNS = os.path.join(REPORTS, "runs")  # git-ignored
+
+
+def add_record_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--record", action="store_true",
+                        help="update the committed summaries (reports/<name>.json and reports/BENCHMARKS.md) "
+                             "instead of writing reports/runs/<name>.json only")
 
 
 def median_of(repeats: int, measure: Callable[[], float]) -> tuple[float, list[float]]:
@@ -38,11 +47,16 @@ def machine() -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
-def write_report(name: str, command: str, markdown: str, data: dict[str, Any]) -> None:
-    """Save JSON results and replace this benchmark's section of reports/BENCHMARKS.md."""
-    os.makedirs(REPORTS, exist_ok=True)
-    with open(os.path.join(REPORTS, f"{name}.json"), "w", encoding="utf-8") as f:
+def write_report(name: str, command: str, markdown: str, data: dict[str, Any], record: bool = False) -> None:
+    """Save JSON results in reports/runs/; with ``record``, in reports/ instead and replace this
+    benchmark's section of reports/BENCHMARKS.md (the committed summaries)."""
+    directory = REPORTS if record else RUNS
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, f"{name}.json"), "w", encoding="utf-8") as f:
         json.dump({"command": command, "machine": machine(), **data}, f, indent=2)
+    print(f"results: {os.path.relpath(os.path.join(directory, f'{name}.json'))}")
+    if not record:
+        return
     path = os.path.join(REPORTS, "BENCHMARKS.md")
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     section = f"{begin}\n{markdown.strip()}\n\nCommand: `{command}` ({machine()})\n{end}"
@@ -57,3 +71,4 @@ def write_report(name: str, command: str, markdown: str, data: dict[str, Any]) -
         text = text.rstrip() + "\n\n" + section + "\n"
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+    print(f"summary: {os.path.relpath(path)}")

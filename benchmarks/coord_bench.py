@@ -1,7 +1,7 @@
 """coord benchmark: makedirs_once and FileLock latency, sync_files throughput (1 GiB in a few
 files, 10k small files) and bytes sent by an incremental sync, over 2 real gloo ranks.
 
-  python benchmarks/coord_bench.py [--repeats 3] [--scratch DIR]
+  python benchmarks/coord_bench.py [--repeats 3] [--scratch DIR] [--record]
 
 The two ranks are two torchrun "nodes" of one process each on this machine, so each has its
 own node-local destination; the shared directory and the sources are on the local disk."""
@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import table, write_report
+from common import add_record_flag, table, write_report
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "coord_worker.py")
 
@@ -50,6 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scratch", default=None, help="directory for the data (default: a temp dir)")
+    add_record_flag(parser)
     args = parser.parse_args()
     runs = []
     for _ in range(args.repeats):
@@ -78,7 +79,7 @@ def main() -> None:
                 "local disk.\n\n" + table(["what", "measured", "alongside"], rows))
     print(markdown)
     write_report("coord_bench", f"python benchmarks/coord_bench.py --repeats {args.repeats}", markdown,
-                 {"runs": runs, "medians": med})
+                 {"runs": runs, "medians": med}, record=args.record)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """simfs speed: the simfs rows of the performance table in DESIGN.md.
 
-  python benchmarks/simfs_speed.py [--repeats 5]
+  python benchmarks/simfs_speed.py [--repeats 5] [--record]
 
 Measures, as medians of several runs: simulated filesystem operations per wall second (one
 core), the 1024-rank job and how its time grows when ranks double, virtual/wall time in a
@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import simfs
-from common import median_of, table, timed, write_report
+from common import add_record_flag, median_of, table, timed, write_report
 
 STAT_OPS = 40_000
 WRITE_MB = 256
@@ -116,6 +116,7 @@ def real_write_mb_s(mb: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    add_record_flag(parser)
     args = parser.parse_args()
     sim_run(stat_loop, 10)  # warm up: installs the interception once
     rows, data = [], {}
@@ -165,7 +166,8 @@ def main() -> None:
     markdown = f"## simfs speed\n\nMedians of {args.repeats} runs.\n\n" + table(
         ["what", "measured", "target", "context"], rows)
     print(markdown)
-    write_report("simfs_speed", f"python benchmarks/simfs_speed.py --repeats {args.repeats}", markdown, data)
+    write_report("simfs_speed", f"python benchmarks/simfs_speed.py --repeats {args.repeats}", markdown, data,
+                 record=args.record)
 
 
 if __name__ == "__main__":
