@@ -13,17 +13,19 @@ import traceback
 from typing import Any, Callable, Iterable
 
 from . import _real
-from .choices import ChoiceSource, RecordingChoices, SeededChoices, as_choice_source, derive_seed
-from .dist import DEFAULT_TIMEOUT, DistWorld
+from .choices import ChoiceSource, RecordingChoices, ReplayChoices, SeededChoices, as_choice_source, derive_seed
+from .fs.filesystems import Filesystems
+from .runtime.dist import DEFAULT_TIMEOUT, DistWorld
 from .errors import OutsideSimulation, SimfsError, TaskKilled
-from .faults import CrashNode, CrashServer, EvictClient, Fault, FaultEngine, SlowRank, fault_to_dict
-from .kernel import Kernel
-from .process import Process, torchrun_env
+from .faults import CrashNode, CrashServer, EvictClient, Fault, SlowRank, fault_from_dict, fault_to_dict
+from .runtime.hostpaths import HostPaths
+from .runtime.machine import Machine
+from .runtime.process import Process, torchrun_env
 from .profiles import Profile, get
-from .replay import encode, job_reference, json_safe, profile_spec
-from .report import CrashInfo, HangInfo, Result, format_exception, task_frame, user_frame
-from .scheduler import DONE, Scheduler, Task
-from .syscalls import Syscalls
+from .runspec import decode, encode, job_reference, json_safe, profile_from_spec, profile_spec, resolve_job
+from .report import CrashInfo, HangInfo, Result, format_exception, user_frame
+from .runtime.scheduler import DONE, Scheduler, Task, task_frame
+from .runtime.syscalls import Syscalls
 
 _MAX_UNWIND_ROUNDS = 10
 
@@ -118,7 +120,8 @@ class Cluster:
             raise ValueError(f"Cluster: time_limit must be positive (virtual seconds), got {time_limit!r}")
         self.time_limit = time_limit
         self.faults = self._check_faults(faults)
-        self.kernel = Kernel(nodes, self.profiles, self.local_profile)
+        self.fs = Filesystems(nodes, self.profiles, self.local_profile)
+        self._host = HostPaths()
         self.runs = 0
 
     @staticmethod
@@ -179,33 +182,36 @@ class Cluster:
         marshal = _Marshal(recorder or source) if getattr(source, "thread_bound", False) else None
         draws: ChoiceSource = marshal or recorder or source
 
-        sched = Scheduler(draws, now=self.kernel.now())
-        engine = FaultEngine(self.kernel, fault_list)
-        self.kernel.start_run(sched, draws, engine)
+        sched = Scheduler(draws, self.fs.clock)
+        self.fs.choices.source = draws
+        machine = Machine(self.fs, sched, fault_list, self._host)
         state = _RunState()
-        self.kernel.on_crash = lambda node, why: self._record_crash(sched, state, node, why)
+        machine.on_crash = lambda node, why: self._record_crash(sched, machine, state, node, why)
         world = DistWorld(sched, self.world_size, latency=self.collective_latency, bandwidth=self.collective_bandwidth,
                           timeout=self.collective_timeout, initialized=self.dist_initialized,
-                          note=lambda rank, op, group, outcome: self.kernel.note(
+                          note=lambda rank, op, group, outcome: machine.note(
                               op, group, outcome, rank=rank, node=rank // self.ranks_per_node))
-        self._spawn_ranks(sched, world, engine, run_index, job, args, kwargs)
-        engine.arm_timers()
+        self._spawn_ranks(sched, machine, world, run_index, job, args, kwargs)
+        machine.faults.arm_timers()
 
         wall0 = _real.perf_counter()
         start = sched.now
         sim = threading.Thread(target=self._drive, args=(sched, state, marshal), name="simfs-run", daemon=True)
         sim.start()
-        self._supervise(sim, sched, state, marshal)
+        try:
+            self._supervise(sim, sched, state, marshal)
+        finally:
+            machine.close()
+            self.fs.choices.source = None
         wall = _real.perf_counter() - wall0
-        self.kernel.end_run()
         if marshal is not None and marshal.failure is not None:
             raise marshal.failure
         if state.error is not None:
             raise state.error
         spec = self._replay_spec(job, args, kwargs, run_index, fault_list, recorder)
-        return self._result(sched, state, world, start, wall, encode(spec))
+        return self._result(sched, machine, state, world, start, wall, encode(spec))
 
-    def _spawn_ranks(self, sched: Scheduler, world: DistWorld, engine: FaultEngine, run_index: int,
+    def _spawn_ranks(self, sched: Scheduler, machine: Machine, world: DistWorld, run_index: int,
                      job: Callable[..., Any], args: tuple, kwargs: dict) -> None:
         base_env = {**dict(os.environ), **self.env}
         run_id = f"simfs-{self.seed}-{run_index}"
@@ -219,13 +225,13 @@ class Cluster:
                            local_world_size=self.ranks_per_node,
                            pid=1000 + 10000 * run_index + local_rank, hostname=f"node{node}", env=env,
                            cwd=self.cwd, seed=self.seed, run=run_index)
-            proc.sys = Syscalls(self.kernel, proc)
+            proc.sys = Syscalls(machine, proc)
             proc.dist = world
             procs.append(proc)
-            delay = engine.start_delays.get(rank, 0.0)
+            delay = machine.faults.start_delays.get(rank, 0.0)
             sched.spawn(self._rank_body(sched, proc, job, args, kwargs), rank, proc, f"rank{rank}", is_main=True,
                         start_at=sched.now + delay, gr_context=caller_context.copy())
-        self.kernel.processes = procs
+        machine.processes = procs
 
     @staticmethod
     def _rank_body(sched: Scheduler, proc: Process, job: Callable[..., Any], args: tuple,
@@ -314,18 +320,18 @@ class Cluster:
             raise SimfsError(f"rank {task.rank} is blocked outside the simulation and cannot be interrupted "
                              f"(a real lock, socket or subprocess?); it was here:\n{stack}")
 
-    def _record_crash(self, sched: Scheduler, state: _RunState, node: int, why: str) -> None:
+    def _record_crash(self, sched: Scheduler, machine: Machine, state: _RunState, node: int, why: str) -> None:
         for task in sched.tasks:
             proc = task.context
             if task.is_main and proc.node == node and task.state != DONE:
                 frame = task_frame(task)
                 op, path = getattr(proc, "last_op", ("", ""))
-                state.crashed[task.rank] = CrashInfo(task.rank, node, sched.now - self.kernel.run_start, op, path,
+                state.crashed[task.rank] = CrashInfo(task.rank, node, sched.now - machine.run_start, op, path,
                                                      user_frame(frame), why)
 
     # -- results ----------------------------------------------------------------------------------
-    def _result(self, sched: Scheduler, state: _RunState, world: DistWorld, start: float, wall: float,
-                replay: str) -> Result:
+    def _result(self, sched: Scheduler, machine: Machine, state: _RunState, world: DistWorld, start: float,
+                wall: float, replay: str) -> Result:
         returns: dict[int, Any] = {}
         errors: dict[int, BaseException] = {}
         tracebacks: dict[int, str] = {}
@@ -341,8 +347,8 @@ class Cluster:
                 tracebacks[rank] = format_exception(error)
         hung = {**world.hangs, **state.hung}
         return Result(returns=returns, errors=errors, tracebacks=tracebacks, crashed=state.crashed, hung=hung,
-                      virtual_time=sched.now - start, wall_time=wall, trace=self.kernel.trace, replay=replay,
-                      ops=self.kernel.total_ops, switches=sched.switches, notes=state.notes)
+                      virtual_time=sched.now - start, wall_time=wall, trace=machine.trace, replay=replay,
+                      ops=machine.total_ops, switches=sched.switches, notes=state.notes)
 
     def _replay_spec(self, job: Callable[..., Any], args: tuple, kwargs: dict, run_index: int,
                      faults: list[Fault], recorder: RecordingChoices | None) -> dict[str, Any]:
@@ -383,3 +389,36 @@ def _raise_in_thread(ident: int | None, exc_type: type[BaseException]) -> None:
 
     if ident is not None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc_type))
+
+
+def cluster_from_spec(spec: dict[str, Any]) -> Cluster:
+    return Cluster(
+        nodes=spec["nodes"], ranks_per_node=spec["rpn"], seed=spec["seed"],
+        mounts={path: profile_from_spec(p) for path, p in spec["mounts"].items()},
+        local_profile=profile_from_spec(spec["local"]), cwd=spec["cwd"],
+        faults=[fault_from_dict(f) for f in spec["faults"]], env=spec["env"],
+        collective_timeout=spec["timeout"], collective_latency=spec["latency"],
+        collective_bandwidth=spec["bandwidth"], dist_initialized=spec["dist"],
+    )
+
+
+def replay(text: str, job: Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> Result:
+    """Run again exactly the run a replay string came from. ``job`` defaults to the recorded
+    importable job; its arguments default to the recorded ones (when they were JSON data)."""
+    spec = decode(text)
+    if not args and not kwargs:
+        args, kwargs = tuple(spec.get("args", ())), dict(spec.get("kwargs", {}))
+    if spec["run"] != 0:
+        raise ValueError(f"this replay string is run #{spec['run']} of its cluster: its filesystem came from "
+                         "earlier runs, which a replay string does not hold; replay the whole scenario instead")
+    if job is None:
+        if spec["job"] is None:
+            raise ValueError("the replayed job was not importable (a lambda, closure or __main__ function); "
+                             "pass it: simfs.replay(text, job)")
+        job = resolve_job(spec["job"])
+    try:
+        cluster = cluster_from_spec(spec)
+    except (TypeError, KeyError) as exc:
+        raise ValueError(f"simfs replay string describes an invalid cluster: {exc}") from None
+    choices = ReplayChoices(spec["draws"]) if "draws" in spec else None
+    return cluster.run(job, *args, choices=choices, **kwargs)
