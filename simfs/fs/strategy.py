@@ -4,14 +4,43 @@ POSIX-like server (NFS, Lustre, a local disk) or an object store behind FUSE (gc
 from __future__ import annotations
 
 import errno
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from ..profiles import Profile
-from .inode import DIR, fs_error
+from .attrcache import AttrCache
+from .dentries import DentryCache
+from .inode import DIR, Attr, fs_error
+from .server import Server
 from .writeback import DirtyFile
 
-if TYPE_CHECKING:
-    from .client import Client
+
+class _Peers(Protocol):
+    def interleave(self) -> None: ...
+    def mark_dirty(self, ino: int, client: Client) -> None: ...
+
+
+class Client(Protocol):
+    """What a strategy uses of the node client it works for."""
+
+    server: Server
+    profile: Profile
+    peers: _Peers
+    attrs: AttrCache
+    dentries: DentryCache
+    dirty: dict[int, DirtyFile]
+    pending_create: dict[int, tuple[int, str]]
+    opens: dict[int, int]
+    clock: Callable[[], float]
+
+    def rpc(self, nbytes: int = 0) -> None: ...
+    def local(self) -> None: ...
+    def lookup(self, dir_ino: int, name: str) -> int: ...
+    def getattr(self, ino: int, *, force: bool = False) -> Attr: ...
+    def failed_create(self, dir_ino: int, name: str, exc: OSError) -> None: ...
+    def silly_rename(self, dir_ino: int, name: str, ino: int) -> None: ...
+    def flush(self, ino: int) -> None: ...
+    def sent(self, ino: int, kind: str, offset: int, data: bytes) -> None: ...
 
 
 class ServerCreate:

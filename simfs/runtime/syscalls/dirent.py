@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...fs.inode import DIR, FILE, LINK
 
-if TYPE_CHECKING:
-    from .metadata import MetadataCalls
+
+class Stats(Protocol):
+    def stat(self, path: Any) -> os.stat_result: ...
+    def lstat(self, path: Any) -> os.stat_result: ...
 
 
 class DirEntry:
@@ -18,7 +20,7 @@ class DirEntry:
 
     __slots__ = ("name", "path", "_ino", "_kind", "_sys", "_stat", "_lstat")
 
-    def __init__(self, sys: MetadataCalls, name: Any, path: Any, ino: int, kind: str) -> None:
+    def __init__(self, sys: Stats, name: Any, path: Any, ino: int, kind: str) -> None:
         self.name, self.path, self._ino, self._kind, self._sys = name, path, ino, kind, sys
         self._stat: os.stat_result | None = None
         self._lstat: os.stat_result | None = None
@@ -65,7 +67,7 @@ class DirEntry:
 class ScandirIterator:
     """The iterator ``os.scandir`` returns (also a context manager)."""
 
-    def __init__(self, sys: MetadataCalls, shown: Any, is_bytes: bool, entries: list[tuple[str, int]],
+    def __init__(self, sys: Stats, shown: Any, is_bytes: bool, entries: list[tuple[str, int]],
                  kinds: dict[int, str], fd_mode: bool = False) -> None:
         def make(name: str, ino: int) -> DirEntry:
             out_name = os.fsencode(name) if is_bytes else name
