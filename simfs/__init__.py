@@ -3,12 +3,11 @@ Lustre, or an object store), running unmodified rank code in virtual time."""
 
 from . import profiles
 from .choices import ChoiceSource, HypothesisChoices, ReplayChoices, SeededChoices
-from .cluster import Cluster
+from .cluster import Cluster, replay
 from .errors import BypassError, CollectiveMismatch, OutsideSimulation, SimfsError
 from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, SlowOps, SlowRank
-from .kernel import TraceEvent
+from .runtime.machine import TraceEvent
 from .profiles import Profile
-from .replaying import replay
 from .report import CrashInfo, HangInfo, Result
 
 __all__ = [

@@ -1,10 +1,15 @@
-"""Exceptions raised by the simulation."""
+"""Errors simfs raises. Every one derives from SimfsError; messages read
+``<where>: <what is wrong>[, got <value>][; <what to do instead>]``."""
 
 from __future__ import annotations
 
 
 class SimfsError(Exception):
     """Base class of simfs errors."""
+
+
+class ConfigError(SimfsError, ValueError, TypeError):
+    """A bad argument, profile, fault or replay string (caught as ValueError or TypeError too)."""
 
 
 class BypassError(SimfsError):
@@ -17,13 +22,18 @@ class BypassError(SimfsError):
         super().__init__(message)
         self.call = call
 
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        why, _, instead = str(self).partition(" bypasses simfs: ")[2].partition("; ")
+        return type(self), (self.call, why, instead)
 
-class CollectiveMismatch(RuntimeError):
+
+class CollectiveMismatch(SimfsError, RuntimeError):
     """Ranks of one group called different collectives at the same position."""
 
 
 class OutsideSimulation(BaseException):
-    """Raised into a rank that blocked outside the simulation for longer than the watchdog."""
+    """Raised into a rank that blocked outside the simulation for longer than the watchdog
+    (a BaseException, so that ``except Exception`` in rank code does not swallow it)."""
 
 
 class TaskKilled(BaseException):
@@ -33,3 +43,8 @@ class TaskKilled(BaseException):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def invalid(where: str, name: str, expected: str, got: object) -> ConfigError:
+    """The error for an argument outside its domain, naming the argument and the domain."""
+    return ConfigError(f"{where}: {name} must be {expected}, got {got!r}")

@@ -11,8 +11,9 @@ from typing import Any
 from fsspec.spec import AbstractFileSystem
 
 from .errors import SimfsError
-from .scheduler import current_task
-from .syscalls import Syscalls
+from .runtime.fileobj import sim_open
+from .runtime.scheduler import current_task
+from .runtime.syscalls import Syscalls
 
 
 def _sys() -> Syscalls:
@@ -66,8 +67,6 @@ class SimFileSystem(AbstractFileSystem):
 
     def _open(self, path: str, mode: str = "rb", block_size: Any = None, autocommit: bool = True,
               cache_options: Any = None, **kwargs: Any) -> Any:
-        from ._intercept.files import sim_open
-
         path = self._strip_protocol(path)
         if "b" not in mode:
             mode += "b"

@@ -27,6 +27,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "flock": ("cluster", "node", "none"),
     "unlink_open": ("posix", "estale"),
     "crash_order": ("prefix", "omit_one"),
+    "change_detection": ("change_attr", "timestamps"),
 }
 
 
@@ -64,6 +65,7 @@ class Profile:
     crash_order: Literal["prefix", "omit_one"] = "prefix"
     torn_sector: int = 4096  # 0: writes persist whole
     mtime_granularity: float = 0.0
+    change_detection: Literal["change_attr", "timestamps"] = "change_attr"
     rpc_latency: float = 2e-6
     local_latency: float = 1e-7
     bandwidth: float = 2e9

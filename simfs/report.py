@@ -18,15 +18,6 @@ def _is_internal(filename: str) -> bool:
     return filename.startswith(_SIMFS_DIR) or _GREENLET_HINT in filename
 
 
-def task_frame(task: Any) -> FrameType | None:
-    """The innermost frame of a task (the running one has no saved greenlet frame)."""
-    import sys
-
-    from .scheduler import current_task
-
-    return sys._getframe(1) if task is current_task() else task.glet.gr_frame
-
-
 def user_frame(frame: FrameType | None) -> str:
     """'file:line in function' of the innermost frame of rank code (not simfs, not stdlib).
     Runs inside ranks too, so it must not touch the filesystem."""

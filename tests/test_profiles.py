@@ -26,6 +26,7 @@ ENUMS = {
     "flock": ("cluster", "node", "none"),
     "unlink_open": ("posix", "estale"),
     "crash_order": ("prefix", "omit_one"),
+    "change_detection": ("change_attr", "timestamps"),
 }
 BOOLS = ("lookup_tied_to_parent", "eexist_drops_entry", "cto", "dir_rename", "silly_rename")
 TTL_PAIRS = (("acregmin", "acregmax"), ("acdirmin", "acdirmax"))

@@ -8,22 +8,22 @@ import math
 import time
 from typing import Any
 
-from ..scheduler import Task
+from ..runtime.scheduler import Task
 from .registry import current, patch, patch_function
 
 _SLEEP_ZERO = 1e-6  # sleep(0) still lets virtual time move, so spin loops terminate
 
 
-def _kernel(task: Task) -> Any:
-    return task.context.sys.kernel
+def _machine(task: Task) -> Any:
+    return task.context.sys.machine
 
 
 def _wall(task: Task) -> float:
-    return _kernel(task).wall_time()
+    return _machine(task).wall_time()
 
 
 def _monotonic(task: Task) -> float:
-    return _kernel(task).now() + 1000.0
+    return _machine(task).now() + 1000.0
 
 
 def sleep(task: Task, seconds: float) -> None:
@@ -31,10 +31,10 @@ def sleep(task: Task, seconds: float) -> None:
         raise TypeError(f"'{type(seconds).__name__}' object cannot be interpreted as an integer or float")
     if math.isnan(seconds) or seconds < 0:
         raise ValueError("sleep length must be non-negative")
-    kernel = _kernel(task)
+    machine = _machine(task)
     proc = task.context
-    kernel.note("sleep", "", f"{seconds:g}s", rank=proc.rank, node=proc.node)
-    kernel.sched.elapse(max(float(seconds), _SLEEP_ZERO))
+    machine.note("sleep", "", f"{seconds:g}s", rank=proc.rank, node=proc.node)
+    machine.sched.elapse(max(float(seconds), _SLEEP_ZERO))
 
 
 def _struct(fn: Any) -> Any:

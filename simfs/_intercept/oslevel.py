@@ -8,8 +8,8 @@ import os
 from typing import Any, Callable
 
 from ..errors import BypassError
-from ..process import FD_BASE
-from ..scheduler import Task
+from ..runtime.process import FD_BASE
+from ..runtime.scheduler import Task
 from .registry import original, patch_function
 
 SYSCALLS = (

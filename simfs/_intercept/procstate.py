@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import MutableMapping
 from typing import Any, Iterator
 
-from ..scheduler import Task, current_task
+from ..runtime.scheduler import Task, current_task
 from .registry import original, patch, patch_function
 
 _RANDOM_FUNCTIONS = (

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from greenlet import getcurrent
 
-from ..scheduler import TASKS, Task
+from ..runtime.scheduler import TASKS, Task
 
 _replacements: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, replacement)
 _originals: dict[tuple[int, str], Any] = {}

@@ -12,8 +12,8 @@ import subprocess
 from typing import Any
 
 from ..errors import BypassError
-from ..process import FD_BASE
-from ..scheduler import Task
+from ..runtime.process import FD_BASE
+from ..runtime.scheduler import Task
 from .registry import original, patch, patch_function
 
 

@@ -8,7 +8,7 @@ import importlib.util
 from typing import Any
 
 from ..errors import BypassError
-from ..scheduler import Task
+from ..runtime.scheduler import Task
 from .registry import current, patch, patch_function
 
 
@@ -22,7 +22,7 @@ def _atomic(fn: Any) -> Any:
     """Run ``fn`` without switching ranks (its C++ part calls back into Python file objects)."""
 
     def sim(task: Task, *args: Any, **kwargs: Any) -> Any:
-        sched = task.context.sys.kernel.sched
+        sched = task.context.sys.machine.sched
         sched.enter_atomic()
         try:
             return fn(*args, **kwargs)

@@ -11,7 +11,8 @@ import queue
 import threading
 from typing import Any
 
-from ..scheduler import DONE, Task, WaitQueue
+from ..runtime.scheduler import DONE, Task
+from ..runtime.waitqueue import WaitQueue
 from .registry import current, original, patch, patch_function
 
 _FAKE_IDENT = 1 << 40
@@ -19,7 +20,7 @@ _real_lock = _thread.allocate_lock
 
 
 def _sched(task: Task) -> Any:
-    return task.context.sys.kernel.sched
+    return task.context.sys.machine.sched
 
 
 class SimLock:

@@ -6,8 +6,8 @@ import functools
 import operator
 from typing import Any, Callable
 
-from ..dist import DistWorld, SimGroup, Work, copy_object
-from ..scheduler import Task
+from ..runtime.dist import DistWorld, SimGroup, Work, copy_object
+from ..runtime.scheduler import Task
 from .registry import patch_function
 
 API: dict[str, Callable[..., Any]] = {}

@@ -8,9 +8,10 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import CollectiveMismatch
-from .report import HangInfo, task_frame, user_frame
-from .scheduler import Scheduler, WaitQueue, current_task
+from ..errors import CollectiveMismatch
+from ..report import HangInfo, user_frame
+from .scheduler import Scheduler, current_task, task_frame
+from .waitqueue import WaitQueue
 
 DEFAULT_TIMEOUT = 1800.0  # torch's default for gloo and NCCL: 30 minutes
 

@@ -5,25 +5,18 @@ The next task is the one with the earliest wake time; ties are broken by a draw.
 from __future__ import annotations
 
 import heapq
+import sys
+from types import FrameType
 from typing import Any, Callable
 
 from greenlet import getcurrent, greenlet
 
-from .choices import ChoiceSource
-from .errors import TaskKilled
+from ..choices import ChoiceSource
+from ..clock import VirtualClock
+from ..errors import TaskKilled
+from .waitqueue import WaitQueue
 
 READY, BLOCKED, DONE = "ready", "blocked", "done"
-
-
-class WaitQueue:
-    """Tasks waiting for something (a collective, a lock, a thread to end)."""
-
-    __slots__ = ("waiters", "what", "peers")
-
-    def __init__(self, what: str, peers: Callable[[], list[int]] | None = None) -> None:
-        self.waiters: list[Task] = []
-        self.what = what
-        self.peers = peers  # who the waiters wait for, when known
 
 
 class Task:
@@ -82,12 +75,20 @@ def current_task() -> Task | None:
         return None
 
 
+def task_frame(task: Task) -> FrameType | None:
+    """The innermost frame of a task (the running one has no saved greenlet frame)."""
+    if task is current_task():
+        return sys._getframe(1)
+    return task.glet.gr_frame if task.glet is not None else None
+
+
 class Scheduler:
     """Runs tasks one at a time in virtual time."""
 
-    def __init__(self, choices: ChoiceSource, now: float = 0.0) -> None:
+    def __init__(self, choices: ChoiceSource, clock: VirtualClock) -> None:
         self.choices = choices
-        self.now = now
+        self.clock = clock
+        self.now = clock.now
         self._times: list[float] = []
         self._buckets: dict[float, list[tuple[Task, int]]] = {}
         self._events: list[tuple[float, int, Event]] = []  # fire before tasks due at the same time
@@ -118,7 +119,7 @@ class Scheduler:
             task_at = self._times[0] if self._times else None
             if self._events and (task_at is None or self._events[0][0] <= task_at):
                 at, _, event = heapq.heappop(self._events)
-                self.now = max(self.now, at)
+                self.now = self.clock.now = max(self.now, at)
                 return event
             if task_at is None:
                 return None
@@ -128,7 +129,7 @@ class Scheduler:
             bucket[i] = bucket[-1]
             bucket.pop()
             if token == item.token:
-                self.now = max(self.now, task_at)
+                self.now = self.clock.now = max(self.now, task_at)
                 return item
 
     def call_at(self, at: float, fn: Callable[[], None], name: str) -> Event:

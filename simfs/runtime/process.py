@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from .choices import derive_seed
+from ..choices import derive_seed
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .mount import Mount
+    from ..fs.client import Client
+    from ..fs.mount import Mount
 
 FD_BASE = 1 << 30  # above any real descriptor: a simulated fd reaching a real syscall gets EBADF
 

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from .client import Client
 from .mount import Mount
-from .server import DIR, LINK, ROOT, fs_error
+from .inode import DIR, LINK, ROOT, fs_error
 
 MAX_SYMLINKS = 40
 

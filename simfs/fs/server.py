@@ -1,100 +1,15 @@
-"""The storage server of one mount: the namespace every client talks to, with a volatile
-layer (what clients see) and a durable layer (what survives a crash of the server)."""
+"""The storage server of one mount: the namespace every client talks to (the volatile layer),
+and its journal of what is not durable yet (see journal.py)."""
 
 from __future__ import annotations
 
 import errno
-import os
-import stat as stat_mod
-from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Callable
 
-from .choices import ChoiceSource
-from .profiles import Profile
-from .rope import Rope
-
-FILE, DIR, LINK = "f", "d", "l"
-ROOT = 1
-_KIND_BITS = {FILE: stat_mod.S_IFREG, DIR: stat_mod.S_IFDIR, LINK: stat_mod.S_IFLNK}
-
-
-def fs_error(code: int) -> OSError:
-    return OSError(code, os.strerror(code))
-
-
-class Attr(NamedTuple):
-    """A snapshot of an inode's attributes, as a GETATTR reply carries them."""
-
-    ino: int
-    kind: str
-    mode: int  # permission bits only
-    nlink: int
-    size: int
-    mtime: float
-    ctime: float
-    change: int
-
-    @property
-    def st_mode(self) -> int:
-        return _KIND_BITS[self.kind] | self.mode
-
-
-class Inode:
-    __slots__ = ("ino", "kind", "mode", "nlink", "data", "entries", "target", "mtime", "ctime", "change")
-
-    def __init__(self, ino: int, kind: str, mode: int, now: float, target: str = "") -> None:
-        self.ino = ino
-        self.kind = kind
-        self.mode = mode
-        self.nlink = 2 if kind == DIR else 1
-        self.data: Rope | None = Rope() if kind == FILE else None
-        self.entries: dict[str, int] | None = {} if kind == DIR else None
-        self.target = target
-        self.mtime = self.ctime = now
-        self.change = 1
-
-    def clone(self) -> Inode:
-        twin = Inode.__new__(Inode)
-        for slot in Inode.__slots__:
-            setattr(twin, slot, getattr(self, slot))
-        twin.data = self.data.copy() if self.data is not None else None
-        twin.entries = dict(self.entries) if self.entries is not None else None
-        return twin
-
-    def size(self) -> int:
-        if self.kind == FILE:
-            return len(self.data)
-        if self.kind == LINK:
-            return len(self.target)
-        return 4096
-
-
-@dataclass(slots=True)
-class EntryUnit:
-    """A directory entry set (ino) or removed (None), not yet durable."""
-
-    dir: int
-    name: str
-    ino: int | None
-    kind: str
-    group: int = 0  # units of one rename persist together
-
-
-@dataclass(slots=True)
-class DataUnit:
-    """Bytes written at an offset, or a truncation (data is None), not yet durable."""
-
-    ino: int
-    offset: int
-    data: bytes | None
-    size: int = 0
-
-
-class Change(NamedTuple):
-    """What a namespace operation did to a directory: its change counter before, attrs after."""
-
-    pre: int
-    post: Attr
+from ..choices import ChoiceSource
+from ..profiles import Profile
+from .inode import DIR, FILE, LINK, ROOT, Attr, Change, Inode, fs_error
+from .journal import CrashState, EntryUnit, Journal
 
 
 class Server:
@@ -105,12 +20,10 @@ class Server:
         self.name = name
         self._clock = clock
         self.inodes: dict[int, Inode] = {ROOT: Inode(ROOT, DIR, 0o755, clock())}
-        self.durable: dict[int, Inode] = {ROOT: self.inodes[ROOT].clone()}
+        self.journal = Journal(omit_one=profile.crash_order == "omit_one", torn_sector=profile.torn_sector,
+                               entries_durable_at_op=profile.entry_durable == "op", live=self.inodes.get,
+                               clock=clock)
         self._next_ino = ROOT + 1
-        self._pending: dict[int, EntryUnit | DataUnit] = {}
-        self._pending_by_dir: dict[int, list[int]] = {}
-        self._pending_by_ino: dict[int, list[int]] = {}
-        self._seq = 0
         self._group = 0
         self.open_refs: dict[int, int] = {}
         self.kinds: dict[int, str] = {ROOT: DIR}  # an inode number's kind never changes
@@ -156,140 +69,68 @@ class Server:
         else:
             parent.entries[name] = ino
         self._touch(parent)
-        self._record(EntryUnit(parent.ino, name, ino, kind, group))
+        self.journal.entry(EntryUnit(parent.ino, name, ino, kind, group))
 
     def _drop_link(self, node: Inode) -> None:
         node.nlink -= 1 if node.kind == FILE or node.kind == LINK else 2
         node.ctime = self._now()
         node.change += 1
         if node.nlink <= 0 and not (self.profile.unlink_open == "posix" and self.open_refs.get(node.ino)):
-            del self.inodes[node.ino]
+            self._forget(node.ino)
 
     # -- persistence -----------------------------------------------------------------------
-    def _record(self, unit: EntryUnit | DataUnit) -> None:
-        if isinstance(unit, EntryUnit) and self.profile.entry_durable == "op":
-            self._persist(unit)
-            return
-        self._seq += 1
-        self._pending[self._seq] = unit
-        index = self._pending_by_dir if isinstance(unit, EntryUnit) else self._pending_by_ino
-        index.setdefault(unit.dir if isinstance(unit, EntryUnit) else unit.ino, []).append(self._seq)
-
-    def _durable_inode(self, ino: int, kind: str) -> Inode:
-        node = self.durable.get(ino)
-        if node is None:
-            live = self.inodes.get(ino)
-            mode = live.mode if live else (0o755 if kind == DIR else 0o644)
-            node = Inode(ino, kind, mode, self._now(), live.target if live else "")
-            self.durable[ino] = node
-        return node
-
-    def _persist(self, unit: EntryUnit | DataUnit, torn_bytes: int | None = None) -> None:
-        if isinstance(unit, EntryUnit):
-            parent = self._durable_inode(unit.dir, DIR)
-            if unit.ino is None:
-                parent.entries.pop(unit.name, None)
-            else:
-                self._durable_inode(unit.ino, unit.kind)
-                parent.entries[unit.name] = unit.ino
-            return
-        node = self._durable_inode(unit.ino, FILE)
-        if unit.data is None:
-            node.data.truncate(unit.size)
-        else:
-            node.data.write(unit.offset, unit.data if torn_bytes is None else unit.data[:torn_bytes])
-
-    def _persist_seqs(self, seqs: list[int]) -> None:
-        for seq in seqs:
-            unit = self._pending.pop(seq, None)
-            if unit is None:
-                continue
-            self._persist(unit)
-            if isinstance(unit, EntryUnit) and unit.group:
-                self._persist_group(unit.group)
-
-    def _persist_group(self, group: int) -> None:
-        """The other halves of a rename become durable with the half that was synced."""
-        members = [s for s, u in self._pending.items() if isinstance(u, EntryUnit) and u.group == group]
-        for seq in members:
-            self._persist(self._pending.pop(seq))
+    @property
+    def durable(self) -> dict[int, Inode]:
+        return self.journal.durable
 
     def commit(self, ino: int) -> None:
         """Make a file's data durable (fsync, or an NFS COMMIT at close)."""
         self._inode(ino)
-        self._persist_seqs(self._pending_by_ino.pop(ino, []))
-        live = self.inodes[ino]
-        durable = self.durable.get(ino)
-        if durable is not None and live.kind == FILE:
-            durable.mode = live.mode
+        self.journal.commit(ino)
 
     def sync_dir(self, ino: int) -> None:
         """Make a directory's entries durable (fsync of the directory)."""
         self._dir(ino)
-        self._persist_seqs(self._pending_by_dir.pop(ino, []))
+        self.journal.sync_dir(ino)
 
     def pending_count(self) -> int:
-        return len(self._pending)
+        return self.journal.pending_count()
+
+    def crash_states(self, limit: int = 1000) -> list[CrashState]:
+        """The distinct states a crash now could leave, simplest first (at most ``limit``)."""
+        return self.journal.distinct_states(limit)
 
     def crash(self, choices: ChoiceSource) -> str:
-        """Lose the volatile layer. Unsynced units persist as the profile allows: a prefix
-        of them (drawn), with at most one omitted (``omit_one``), the last write possibly torn."""
-        units = list(self._pending.values())
-        kept = choices.choose(len(units) + 1) if units else 0
-        omitted = -1
-        if self.profile.crash_order == "omit_one" and kept > 1:
-            omitted = choices.choose(kept + 1)  # == kept: nothing omitted
-        torn: int | None = None
-        last = units[kept - 1] if kept else None
-        sector = self.profile.torn_sector
-        if isinstance(last, DataUnit) and last.data is not None and sector and len(last.data) > sector:
-            sectors = (len(last.data) + sector - 1) // sector
-            cut = choices.choose(sectors + 1)
-            torn = None if cut == sectors else cut * sector
-        applied_groups: set[int] = set()
-        for i, unit in enumerate(units[:kept]):
-            if i == omitted:
-                continue
-            if isinstance(unit, EntryUnit) and unit.group:
-                if unit.group in applied_groups:
-                    continue
-                applied_groups.add(unit.group)
-                for other in units:
-                    if isinstance(other, EntryUnit) and other.group == unit.group:
-                        self._persist(other)
-                continue
-            self._persist(unit, torn if i == kept - 1 else None)
-        self._pending.clear()
-        self._pending_by_dir.clear()
-        self._pending_by_ino.clear()
+        """Lose the volatile layer; unsynced operations persist as a drawn crash state allows."""
+        return self.crash_into(self.journal.draw(choices))
+
+    def crash_into(self, state: CrashState) -> str:
+        """Lose the volatile layer, keeping what ``state`` persists; returns a summary."""
+        summary = self.journal.apply(state)
         self._restore_from_durable()
         self.crashes += 1
-        summary = f"{kept - (1 if 0 <= omitted < kept else 0)} of {len(units)} unsynced operations persisted"
-        if 0 <= omitted < kept:
-            summary += f" (operation {omitted + 1} omitted)"
-        if torn is not None:
-            summary += f", last write torn at {torn} bytes"
         return summary
 
     def _restore_from_durable(self) -> None:
+        durable = self.journal.durable
         reachable: dict[int, Inode] = {}
         links: dict[int, int] = {}
         stack = [ROOT]
         while stack:
             ino = stack.pop()
-            if ino in reachable or ino not in self.durable:
+            if ino in reachable or ino not in durable:
                 continue
-            node = self.durable[ino]
+            node = durable[ino]
             reachable[ino] = node
             for child in (node.entries or {}).values():
                 links[child] = links.get(child, 0) + 1
                 stack.append(child)
-        self.durable = reachable
-        self.inodes = {}
+        self.journal.keep_only(reachable)
+        self.inodes.clear()
         for ino, node in reachable.items():
             live = node.clone()
-            if live.kind == DIR:
-                live.nlink = 2 + sum(1 for c in live.entries.values() if reachable.get(c) and reachable[c].kind == DIR)
+            if live.entries is not None:
+                live.nlink = 2 + sum(1 for c in live.entries.values() if c in reachable and reachable[c].kind == DIR)
             else:
                 live.nlink = links.get(ino, 1)
             live.change += 1
@@ -462,7 +303,7 @@ class Server:
         node = self._new_inode(src.kind, src.mode, src.target)
         if src.kind == FILE:
             node.data = src.data.copy()
-            self._record(DataUnit(node.ino, 0, node.data.tobytes()))
+            self.journal.write(node.ino, 0, node.data.tobytes())
             if self.profile.entry_durable == "op":
                 self.commit(node.ino)  # the copy is as durable as the name it gets
         return node.ino, self.publish(dst_dir, dst_name, node.ino)
@@ -496,7 +337,7 @@ class Server:
             data = bytes(data)
         node.data.write(offset, data)
         self._touch(node)
-        self._record(DataUnit(ino, offset, data))
+        self.journal.write(ino, offset, data)
         return self.attr(node)
 
     def replace_content(self, ino: int, data: bytes) -> Attr:
@@ -510,7 +351,7 @@ class Server:
             raise fs_error(errno.EISDIR)
         node.data.truncate(size)
         self._touch(node)
-        self._record(DataUnit(ino, 0, None, size))
+        self.journal.truncate(ino, size)
         return self.attr(node)
 
     def setattr(self, ino: int, *, mode: int | None = None, mtime: float | None = None) -> Attr:
@@ -534,7 +375,11 @@ class Server:
         self.open_refs.pop(ino, None)
         node = self.inodes.get(ino)
         if node is not None and node.nlink <= 0:
-            del self.inodes[ino]
+            self._forget(ino)
+
+    def _forget(self, ino: int) -> None:
+        del self.inodes[ino]
+        self.journal.discard(ino)
 
     def usage(self) -> tuple[int, int]:
         """(bytes stored, inodes) in the volatile layer."""

@@ -3,9 +3,9 @@ per node, as the profile's ``flock`` setting says."""
 
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Callable, Hashable
 
-from .scheduler import WaitQueue
+from ..runtime.waitqueue import WaitQueue
 
 
 class _Held:
@@ -59,7 +59,7 @@ class LockTable:
             del self._held[ino]
         return found
 
-    def release_where(self, predicate) -> list[int]:
+    def release_where(self, predicate: Callable[[Hashable], bool]) -> list[int]:
         """Drop every lock whose owner matches; returns the inodes that changed."""
         changed = []
         for ino, held in list(self._held.items()):

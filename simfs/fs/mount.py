@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from .choices import ChoiceSource
-from .client import Client, Meter
+from ..profiles import Profile
+from .client import Client, Draws, Meter
 from .locks import LockTable
-from .profiles import Profile
 from .server import Server
 
 
@@ -15,11 +14,11 @@ class Mount:
     """A filesystem mounted at ``path`` on ``nodes`` (a node-local disk has one node)."""
 
     def __init__(self, path: str, profile: Profile, nodes: list[int], clock: Callable[[], float],
-                 choices: ChoiceSource, meter: Meter, interleave: Callable[[], None]) -> None:
+                 choices: Draws, meter: Meter, interleave: Callable[[], None]) -> None:
         self.path = path
         self.profile = profile
         self.server = Server(profile, clock, path)
-        self.clients = {n: Client(self, n, clock, choices, meter) for n in nodes}
+        self.clients = {n: Client(self.server, self, n, clock, choices, meter) for n in nodes}
         self._cluster_locks = LockTable(path)
         self._node_locks = {n: LockTable(f"{path}@node{n}") for n in nodes}
         self._dirty: dict[int, list[Client]] = {}
@@ -55,6 +54,11 @@ class Mount:
             holders.remove(client)
             if not holders:
                 del self._dirty[ino]
+
+    def pending_creates(self, dir_ino: int) -> list[tuple[Client, int]]:
+        """Files some node is creating in a directory and has not published yet."""
+        return [(client, ino) for client in self.clients.values()
+                for ino, (parent, _) in list(client.pending_create.items()) if parent == dir_ino]
 
     def node_crashed(self, node: int) -> None:
         """A node lost power: its client forgets everything, its dirty data is gone."""

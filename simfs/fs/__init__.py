@@ -1,0 +1,1 @@
+"""The filesystem model: servers (volatile layer + journal), node clients with their caches, mounts."""

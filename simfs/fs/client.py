@@ -1,0 +1,396 @@
+"""The filesystem client of one node for one mount, shared by the node's ranks as processes
+share a kernel NFS client. It composes the node's caches (attributes, lookups, data), what it
+has not written back, and the mount's strategy; every request to the server costs virtual time."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable
+from typing import Protocol
+
+from ..profiles import Profile
+from .attrcache import AttrCache
+from .dentries import MISS, DentryCache
+from .inode import FILE, Attr, fs_error
+from .server import Server
+from .strategy import Strategy
+from .writeback import DirtyFile, Unstable
+
+
+class Meter:
+    """Virtual cost of the operation in progress (only one rank runs at a time)."""
+
+    __slots__ = ("cost",)
+
+    def __init__(self) -> None:
+        self.cost = 0.0
+
+    def take(self) -> float:
+        cost, self.cost = self.cost, 0.0
+        return cost
+
+
+class Draws(Protocol):
+    def fraction(self) -> float: ...
+
+
+class Peers(Protocol):
+    """What a client needs from the mount it belongs to."""
+
+    def interleave(self) -> None: ...
+    def dirty_holders(self, ino: int) -> list[Client]: ...
+    def mark_dirty(self, ino: int, client: Client) -> None: ...
+    def clear_dirty(self, ino: int, client: Client) -> None: ...
+    def pending_creates(self, dir_ino: int) -> list[tuple[Client, int]]: ...
+
+
+class Client:
+    """One node's view of one mount."""
+
+    def __init__(self, server: Server, peers: Peers, node: int, clock: Callable[[], float], choices: Draws,
+                 meter: Meter) -> None:
+        self.server = server
+        self.peers = peers
+        self.profile: Profile = server.profile
+        self.strategy = Strategy(self.profile)
+        self.node = node
+        self.clock = clock
+        self._choices = choices
+        self.meter = meter
+        self.epoch = 0  # bumped by eviction: handles from an older epoch get EIO
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (the node crashed or was evicted)."""
+        self.attrs = AttrCache(self.profile, self.clock, self._choices.fraction, self._stale)
+        self.dentries = DentryCache(self.profile, self.clock)
+        self.data: dict[int, tuple[bytes, object]] = {}  # ino -> (content, version it had)
+        self.dirty: dict[int, DirtyFile] = {}
+        self.pending_create: dict[int, tuple[int, str]] = {}
+        self.opens: dict[int, int] = {}
+        self.silly: dict[int, list[tuple[int, str]]] = {}
+        self._silly_seq = 0
+        self.unstable: dict[int, Unstable] = {}
+
+    def _stale(self, ino: int) -> None:
+        """Someone else changed ``ino``: what we cached under it (entries, data) is stale."""
+        self.dentries.forget_dir(ino)
+        self.data.pop(ino, None)
+
+    # -- costs -----------------------------------------------------------------------------
+    def rpc(self, nbytes: int = 0) -> None:
+        """One request to the server: its latency (jittered by a draw) plus transfer time."""
+        profile = self.profile
+        latency = profile.rpc_latency
+        if profile.jitter:
+            latency *= 1 + profile.jitter * (2 * self._choices.fraction() - 1)
+        self.meter.cost += latency + nbytes / profile.bandwidth
+
+    def local(self) -> None:
+        self.meter.cost += self.profile.local_latency
+
+    # -- attributes ------------------------------------------------------------------------
+    def _fetch_attr(self, ino: int) -> Attr:
+        self._recall(ino)
+        self.rpc()
+        try:
+            attr = self.server.getattr(ino)
+        except OSError:
+            self.forget_inode(ino)
+            raise
+        return self.attrs.store(attr)
+
+    def getattr(self, ino: int, *, force: bool = False) -> Attr:
+        """Attributes from the cache while valid, else from the server; own dirty size shows."""
+        attr = None if force else self.attrs.valid(ino)
+        if attr is not None:
+            self.local()
+        elif ino in self.pending_create:
+            self.local()
+            attr = Attr(ino, FILE, 0o644, 1, 0, self.clock(), self.clock(), 0)
+        else:
+            attr = self._fetch_attr(ino)
+        dirty = self.dirty.get(ino)
+        if dirty is not None and dirty.size != attr.size:
+            attr = attr._replace(size=dirty.size)
+        return attr
+
+    def open_revalidate(self, ino: int) -> Attr:
+        """Close-to-open: an open asks the server whether the file changed."""
+        return self.getattr(ino, force=self.profile.cto)
+
+    def forget_inode(self, ino: int) -> None:
+        self.attrs.forget(ino)
+        self.data.pop(ino, None)
+        self.dentries.forget_inode(ino)
+
+    def forget_entry(self, dir_ino: int, name: str) -> None:
+        self.dentries.forget(dir_ino, name)
+
+    # -- namespace -------------------------------------------------------------------------
+    def lookup(self, dir_ino: int, name: str) -> int:
+        """The inode a name refers to; ENOENT may come from a stale negative entry."""
+        p = self.profile
+        if p.lookupcache != "none":
+            if p.lookup_tied_to_parent:
+                self.getattr(dir_ino)  # an expired parent is revalidated; a change drops its entries
+            ino = self.dentries.get(dir_ino, name)
+            if ino != MISS:
+                self.local()
+                if ino is None:
+                    raise fs_error(errno.ENOENT)
+                return ino
+        self._recall_dir(dir_ino)
+        self.rpc()
+        found = self.server.lookup(dir_ino, name)
+        self.dentries.put(dir_ino, name, found)
+        if found is None:
+            raise fs_error(errno.ENOENT)
+        return found
+
+    def listdir(self, dir_ino: int) -> list[tuple[str, int]]:
+        """Opening a directory revalidates it (dropping stale entries if it changed); the
+        listing comes from the server, plus files this node is still creating."""
+        self.getattr(dir_ino, force=True)
+        self._recall_dir(dir_ino)
+        self.rpc()
+        entries = self.server.readdir(dir_ino)
+        self.rpc(64 * len(entries))
+        self.dentries.fill(dir_ino, entries)
+        listed = {name for name, _ in entries}
+        for ino, (parent, name) in self.pending_create.items():
+            if parent == dir_ino and name not in listed:
+                entries.append((name, ino))
+        return entries
+
+    def create(self, dir_ino: int, name: str, mode: int, exclusive: bool) -> tuple[int, bool]:
+        """Create (or, not exclusive, open) a file; returns (ino, created)."""
+        return self.strategy.creation.create(self, dir_ino, name, mode, exclusive)
+
+    def failed_create(self, dir_ino: int, name: str, exc: OSError) -> None:
+        """Linux drops the dentry of a failed create (d_drop in fs/nfs/dir.c); with
+        ``eexist_drops_entry`` off, a stale negative entry survives EEXIST (the makedirs trap:
+        EEXIST, then isdir() says False)."""
+        if exc.errno == errno.EEXIST and self.profile.eexist_drops_entry:
+            self.forget_entry(dir_ino, name)
+
+    def _make(self, dir_ino: int, name: str, request: Callable[[], tuple[int, object]]) -> int:
+        """A request that makes a new name (MKDIR, SYMLINK), and what the cache learns from it."""
+        self.rpc()
+        try:
+            ino, change = request()
+        except OSError as exc:
+            self.failed_create(dir_ino, name, exc)
+            raise
+        self.attrs.after_change(change)  # type: ignore[arg-type]
+        self.dentries.put(dir_ino, name, ino)
+        return ino
+
+    def mkdir(self, dir_ino: int, name: str, mode: int) -> int:
+        return self._make(dir_ino, name, lambda: self.server.mkdir(dir_ino, name, mode))
+
+    def symlink(self, dir_ino: int, name: str, target: str) -> int:
+        return self._make(dir_ino, name, lambda: self.server.symlink(dir_ino, name, target))
+
+    def link(self, ino: int, dir_ino: int, name: str) -> None:
+        self.flush(ino)
+        self.rpc()
+        change = self.server.link(ino, dir_ino, name)
+        self.attrs.after_change(change)
+        self.dentries.put(dir_ino, name, ino)
+        self.attrs.forget(ino)
+
+    def readlink(self, ino: int) -> str:
+        self.rpc()
+        return self.server.readlink(ino)
+
+    def unlink(self, dir_ino: int, name: str) -> None:
+        ino = self.lookup(dir_ino, name)
+        if ino in self.pending_create:
+            self._drop_pending(ino)
+            return
+        if self.profile.silly_rename and self.opens.get(ino):
+            self.silly_rename(dir_ino, name, ino)
+            return
+        self.rpc()
+        _, change = self.server.unlink(dir_ino, name)
+        self.attrs.after_change(change)
+        self.dentries.put(dir_ino, name, None)
+        self.attrs.forget(ino)
+        self.dirty.pop(ino, None)
+
+    def _drop_pending(self, ino: int) -> None:
+        dir_ino, name = self.pending_create.pop(ino)
+        self.dirty.pop(ino, None)
+        self.dentries.put(dir_ino, name, None)
+
+    def silly_rename(self, dir_ino: int, name: str, ino: int) -> None:
+        """NFS keeps a file this node has open alive under a hidden name until the last close."""
+        self._silly_seq += 1
+        hidden = f".nfs{ino:016x}{self.node:04x}{self._silly_seq:04x}"
+        self.rpc()
+        _, _, dchange = self.server.rename(dir_ino, name, dir_ino, hidden)
+        self.attrs.after_change(dchange)
+        self.dentries.put(dir_ino, name, None)
+        self.silly.setdefault(ino, []).append((dir_ino, hidden))
+
+    def rmdir(self, dir_ino: int, name: str) -> None:
+        ino = self.lookup(dir_ino, name)
+        self.strategy.renaming.rmdir(self, dir_ino, name, ino)
+        self.dentries.put(dir_ino, name, None)
+        self.forget_inode(ino)
+
+    def rename(self, src_dir: int, src_name: str, dst_dir: int, dst_name: str) -> None:
+        ino = self.lookup(src_dir, src_name)
+        self.flush(ino)
+        self.strategy.renaming.rename(self, src_dir, src_name, dst_dir, dst_name, ino)
+
+    # -- data ------------------------------------------------------------------------------
+    def _recall(self, ino: int) -> None:
+        """Lock-manager coherence (Lustre): another node's dirty data for this file is
+        flushed before we look at it."""
+        if self.profile.write_back == "locked":
+            for other in self.peers.dirty_holders(ino):
+                if other is not self:
+                    other.flush(ino)
+
+    def _recall_dir(self, dir_ino: int) -> None:
+        if self.profile.write_back == "locked":
+            for other, ino in self.peers.pending_creates(dir_ino):
+                if other is not self:
+                    other.flush(ino)
+
+    def read(self, ino: int, offset: int, size: int) -> bytes:
+        dirty = self.dirty.get(ino)
+        if dirty is not None and dirty.base is not None:
+            self.local()
+            return dirty.overlay(dirty.base, offset, size)
+        self._recall(ino)
+        if self.profile.coherent:
+            self.rpc(size)
+            base = self.server.read(ino, 0 if dirty else offset, (offset + size) if dirty else size)
+            if dirty is None:
+                return base
+        else:
+            attr = self.getattr(ino)
+            version = self.attrs.version(attr)
+            cached = self.data.get(ino)
+            if cached is None or cached[1] != version:
+                content = self.server.content(ino)
+                self.rpc(len(content))
+                cached = (content, version)
+                self.data[ino] = cached
+            else:
+                self.local()
+            base = cached[0]
+            if dirty is None:
+                return base[offset:offset + size]
+        return dirty.overlay(base, offset, size)
+
+    def sent(self, ino: int, kind: str, offset: int, data: bytes) -> None:
+        """Remember an uncommitted request, to send again if the server restarts first."""
+        held = self.unstable.get(ino)
+        if held is None or held.boot != self.server.crashes:
+            held = self.unstable[ino] = Unstable(self.server.crashes)
+        if kind == "write":
+            held.write(offset, data)
+        else:
+            held.truncate(offset)
+
+    def write(self, ino: int, offset: int, data: bytes) -> None:
+        """Write-through mounts send the bytes now; write-back ones keep them dirty."""
+        if self.profile.write_back == "through":
+            self.rpc(len(data))
+            self.attrs.store(self.server.write(ino, offset, data), changed_by_us=True)
+            self.sent(ino, "write", offset, data)
+            return
+        dirty = self.dirty.get(ino)
+        if dirty is None:
+            attr = self.getattr(ino)
+            dirty = self.dirty[ino] = DirtyFile(attr.size, self.strategy.upload.dirty_base(self, ino))
+            self.peers.mark_dirty(ino, self)
+        dirty.write(offset, data)
+
+    def has_dirty(self, ino: int) -> bool:
+        return ino in self.dirty
+
+    def flush(self, ino: int) -> None:
+        """Send this node's dirty data for a file to the server."""
+        dirty = self.dirty.pop(ino, None)
+        if dirty is None:
+            return
+        self.peers.clear_dirty(ino, self)
+        pending = self.pending_create.pop(ino, None)
+        self.strategy.upload.send(self, ino, dirty)
+        if pending is not None:
+            self.attrs.after_change(self.server.publish(pending[0], pending[1], ino))
+        self.data.pop(ino, None)
+
+    def commit(self, ino: int) -> None:
+        """Flush, then COMMIT; writes a restarted server lost are sent again first."""
+        self.flush(ino)
+        held = self.unstable.pop(ino, None)
+        if held is not None and held.boot != self.server.crashes:
+            for kind, offset, data in held.requests():
+                self.rpc(len(data))
+                if kind == "write":
+                    self.server.write(ino, offset, data)
+                else:
+                    self.server.truncate(ino, offset)
+        self.rpc()
+        self.server.commit(ino)
+
+    def closed_without_commit(self, ino: int) -> None:
+        """A close that does not commit forgets the uncommitted requests (not durable)."""
+        self.unstable.pop(ino, None)
+
+    def sync_dir(self, ino: int) -> None:
+        self.rpc()
+        self.server.sync_dir(ino)
+
+    def truncate(self, ino: int, size: int) -> None:
+        self.strategy.upload.truncate(self, ino, size)
+
+    def discard(self, ino: int) -> None:
+        """Drop this node's unsent writes to a file (their upload failed)."""
+        self.dirty.pop(ino, None)
+        self.peers.clear_dirty(ino, self)
+        pending = self.pending_create.pop(ino, None)
+        if pending is not None:
+            self.forget_entry(*pending)
+
+    def setattr(self, ino: int, *, mode: int | None = None, mtime: float | None = None) -> None:
+        self.rpc()
+        self.attrs.store(self.server.setattr(ino, mode=mode, mtime=mtime), changed_by_us=True)
+
+    # -- open handles ------------------------------------------------------------------------
+    def opened(self, ino: int) -> None:
+        self.opens[ino] = self.opens.get(ino, 0) + 1
+        if self.profile.unlink_open == "posix":
+            self.server.add_open_ref(ino, 1)
+
+    def closed(self, ino: int) -> None:
+        """Last close on this node removes a silly-renamed file."""
+        left = self.opens.get(ino, 0) - 1
+        if left > 0:
+            self.opens[ino] = left
+        else:
+            self.opens.pop(ino, None)
+            for dir_ino, hidden in self.silly.pop(ino, []):
+                self.rpc()
+                try:
+                    _, change = self.server.unlink(dir_ino, hidden)
+                    self.attrs.after_change(change)
+                except OSError:
+                    pass  # already removed by someone else: nothing left to clean up
+        if self.profile.unlink_open == "posix":
+            self.server.add_open_ref(ino, -1)
+
+    def evict(self) -> None:
+        """The server dropped this client: dirty data is lost, open handles get EIO."""
+        for ino in list(self.dirty):
+            self.peers.clear_dirty(ino, self)
+        self.epoch += 1
+        opens = self.opens
+        self.reset()
+        self.opens = opens

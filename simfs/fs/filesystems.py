@@ -1,0 +1,94 @@
+"""The filesystems of a simulated cluster: what persists from one run to the next (servers,
+node clients and their caches, virtual time). A run borrows them; a crash changes them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..choices import ChoiceSource
+from ..clock import VirtualClock
+from ..profiles import Profile
+from .client import Meter
+from .inode import ROOT
+from .mount import Mount
+from .server import Server
+from .vfs import NodeVfs
+
+
+class ChoiceProxy:
+    """The current run's choice source, for the long-lived filesystem model."""
+
+    __slots__ = ("source",)
+
+    def __init__(self) -> None:
+        self.source: ChoiceSource | None = None
+
+    def choose(self, n: int) -> int:
+        if n <= 1:
+            return 0
+        assert self.source is not None, "a draw outside a run"
+        return self.source.choose(n)
+
+    def fraction(self) -> float:
+        assert self.source is not None, "a draw outside a run"
+        return self.source.fraction()
+
+
+class Filesystems:
+    """Shared mounts (one server, a client per node) and each node's local disk at '/'."""
+
+    def __init__(self, nodes: int, mounts: dict[str, Profile], local: Profile) -> None:
+        self.nodes = nodes
+        self.clock = VirtualClock()
+        self.choices = ChoiceProxy()
+        self.meter = Meter()
+        self.interleave_hook: Callable[[], None] | None = None  # set while a run is going
+        self.shared = [Mount(path, prof, list(range(nodes)), self.clock, self.choices, self.meter, self.interleave)
+                       for path, prof in mounts.items()]
+        self.local = [Mount("/", local, [n], self.clock, self.choices, self.meter, self.interleave)
+                      for n in range(nodes)]
+        self._devs = {id(m): i + 1 for i, m in enumerate([*self.shared, *self.local])}
+        for disk in self.local:
+            _make_dirs(disk.server, ["/tmp", *(m.path for m in self.shared)])
+        for mount in self.shared:  # a nested mount point is a directory of the mount around it
+            outer = [m for m in self.shared if m is not mount and mount.path.startswith(m.path + "/")]
+            if outer:
+                parent = max(outer, key=lambda m: len(m.path))
+                _make_dirs(parent.server, [mount.path[len(parent.path):]])
+        self.vfs = [NodeVfs(n, self.shared, self.local[n]) for n in range(nodes)]
+
+    def interleave(self) -> None:
+        """Let other ranks run in the middle of a multi-request operation."""
+        if self.interleave_hook is not None:
+            self.interleave_hook()
+
+    def dev_of(self, mount: Mount) -> int:
+        return self._devs[id(mount)]
+
+    def mount_named(self, path: str) -> Mount:
+        for mount in self.shared:
+            if mount.path == path:
+                return mount
+        raise ValueError(f"no shared mount at {path!r}; mounts: {[m.path for m in self.shared]}")
+
+    def node_lost_power(self, node: int) -> str:
+        """A node crashed: its clients forget everything (dirty data is lost) and its local disk
+        keeps what a crash state allows. Returns the disk's crash summary."""
+        for mount in self.shared:
+            mount.node_crashed(node)
+        disk = self.local[node]
+        summary = disk.server.crash(self.choices)
+        disk.node_crashed(node)
+        return summary
+
+
+def _make_dirs(server: Server, paths: list[str]) -> None:
+    """Directories that exist before any run, already durable (/tmp, mount points)."""
+    for path in paths:
+        ino = ROOT
+        for name in [c for c in path.split("/") if c]:
+            child = server.lookup(ino, name)
+            if child is None:
+                child, _ = server.mkdir(ino, name, 0o1777 if path == "/tmp" else 0o755)
+                server.sync_dir(ino)
+            ino = child

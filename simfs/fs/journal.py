@@ -1,0 +1,337 @@
+"""What a server acknowledged but has not made durable, and the durable image it applies to.
+
+The persistence model is ALICE's (OSDI'14) over a page cache: unsynced operations reach stable
+storage in order, a crash keeps any prefix of them (``prefix``), possibly with one operation of
+that prefix omitted (``omit_one``), and the last write of the prefix may be torn at the profile's
+sector size. Data lives in a page cache until written back, so a write that overwrites bytes an
+earlier unsynced write put there replaces them: the earlier version can no longer reach the disk,
+and memory grows with live data plus what a crash can still lose, not with bytes ever written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from .inode import DIR, FILE, ROOT, Inode
+
+
+class Draws(Protocol):
+    def choose(self, n: int) -> int: ...
+
+
+@dataclass(slots=True)
+class EntryUnit:
+    """A directory entry set (ino) or removed (None), not yet durable."""
+
+    dir: int
+    name: str
+    ino: int | None
+    kind: str
+    group: int = 0  # units of one rename persist together
+
+
+@dataclass(slots=True)
+class DataUnit:
+    """Bytes written at an offset, or a truncation to ``size`` (data is None), not yet durable."""
+
+    ino: int
+    offset: int
+    data: bytes | None
+    size: int = 0
+
+    def end(self) -> int:
+        return self.offset + len(self.data) if self.data is not None else self.size
+
+
+Unit = EntryUnit | DataUnit
+
+
+class CrashState(NamedTuple):
+    """Which unsynced operations a crash keeps: the first ``kept`` in order, except ``omitted``
+    (an index into them), the last one cut to ``torn`` bytes if it is a write."""
+
+    kept: int
+    omitted: int | None = None
+    torn: int | None = None
+
+    def describe(self, total: int) -> str:
+        persisted = self.kept - (1 if self.omitted is not None else 0)
+        text = f"{persisted} of {total} unsynced operations persisted"
+        if self.omitted is not None:
+            text += f" (operation {self.omitted + 1} omitted)"
+        if self.torn is not None:
+            text += f", last write torn at {self.torn} bytes"
+        return text
+
+
+class Journal:
+    """Unsynced operations of one server, in order, and the durable layer."""
+
+    def __init__(self, *, omit_one: bool, torn_sector: int, entries_durable_at_op: bool,
+                 live: Callable[[int], Inode | None], clock: Callable[[], float]) -> None:
+        self.omit_one = omit_one
+        self.torn_sector = torn_sector
+        self.entries_durable_at_op = entries_durable_at_op
+        self._live = live
+        self._clock = clock
+        self.durable: dict[int, Inode] = {ROOT: Inode(ROOT, DIR, 0o755, clock())}
+        self._pending: dict[int, Unit] = {}
+        self._by_dir: dict[int, list[int]] = {}
+        self._by_ino: dict[int, list[int]] = {}
+        self._span: dict[int, tuple[int, int]] = {}  # ino -> bytes its pending writes may cover
+        self._links: dict[int, int] = {}  # durable directory entries naming each durable inode
+        self._seq = 0
+
+    # -- recording -------------------------------------------------------------------------
+    def entry(self, unit: EntryUnit) -> None:
+        if self.entries_durable_at_op:
+            self._persist(unit)
+        else:
+            self._append(unit, self._by_dir, unit.dir)
+
+    def write(self, ino: int, offset: int, data: bytes) -> None:
+        if data:
+            self._supersede(ino, offset, offset + len(data))
+            self._append(DataUnit(ino, offset, data), self._by_ino, ino)
+            lo, hi = self._span.get(ino, (offset, offset))
+            self._span[ino] = (min(lo, offset), max(hi, offset + len(data)))
+
+    def truncate(self, ino: int, size: int) -> None:
+        self._supersede(ino, size, None)
+        self._append(DataUnit(ino, 0, None, size), self._by_ino, ino)
+
+    def _append(self, unit: Unit, index: dict[int, list[int]], key: int) -> None:
+        self._seq += 1
+        self._pending[self._seq] = unit
+        index.setdefault(key, []).append(self._seq)
+
+    def _supersede(self, ino: int, start: int, end: int | None) -> None:
+        """Drop or trim earlier unsynced writes of ``ino`` to bytes in [start, end) (end None:
+        to the end of the file): the page cache holds only the newest version of a byte."""
+        span = self._span.get(ino)
+        if span is None or start >= span[1] or (end is not None and end <= span[0]):
+            return
+        seqs = self._by_ino[ino]
+        kept = []
+        for seq in seqs:
+            unit = self._pending[seq]
+            if isinstance(unit, DataUnit) and unit.data is not None and not self._trim(unit, start, end):
+                del self._pending[seq]
+                continue
+            kept.append(seq)
+        self._by_ino[ino] = kept
+
+    @staticmethod
+    def _trim(unit: DataUnit, start: int, end: int | None) -> bool:
+        """Cut [start, end) out of a write; False if nothing is left. A range strictly inside
+        the write stays (both versions are then possible crash states: a harmless superset)."""
+        assert unit.data is not None
+        lo, hi = unit.offset, unit.end()
+        stop = hi if end is None else end
+        if stop <= lo or start >= hi:
+            return True
+        if start <= lo and stop >= hi:
+            return False
+        if start <= lo:
+            unit.data, unit.offset = unit.data[stop - lo:], stop
+        elif stop >= hi:
+            unit.data = unit.data[:start - lo]
+        return True
+
+    # -- making durable ----------------------------------------------------------------------
+    def commit(self, ino: int) -> None:
+        """fsync of a file (or an NFS COMMIT): its data is durable."""
+        self._span.pop(ino, None)
+        self._persist_seqs(self._by_ino.pop(ino, []))
+        live, durable = self._live(ino), self.durable.get(ino)
+        if live is not None and durable is not None and live.kind == FILE:
+            durable.mode = live.mode
+
+    def sync_dir(self, ino: int) -> None:
+        """fsync of a directory: its entries are durable."""
+        self._persist_seqs(self._by_dir.pop(ino, []))
+
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def pending_bytes(self) -> int:
+        return sum(len(u.data) for u in self._pending.values() if isinstance(u, DataUnit) and u.data is not None)
+
+    def _persist_seqs(self, seqs: list[int]) -> None:
+        for seq in seqs:
+            unit = self._pending.pop(seq, None)
+            if unit is None:
+                continue
+            self._persist(unit)
+            if isinstance(unit, EntryUnit) and unit.group:
+                for other in [s for s, u in self._pending.items() if isinstance(u, EntryUnit) and u.group == unit.group]:
+                    self._persist(self._pending.pop(other))
+
+    def _link(self, ino: int, image: object, delta: int) -> None:
+        """Durable link counts of the durable layer itself: an inode no durable directory names
+        any more is dropped from it (with its data), so deleted files cost no memory."""
+        if image is not self.durable:
+            return
+        links = self._links.get(ino, 0) + delta
+        if links > 0:
+            self._links[ino] = links
+            return
+        self._links.pop(ino, None)
+        node = self.durable.pop(ino, None)
+        for child in (node.entries or {}).values() if node is not None else ():
+            self._link(child, image, -1)
+
+    def discard(self, ino: int) -> None:
+        """The inode is gone from the volatile layer: its unsynced data can never reach the disk
+        (the page cache drops the pages of a deleted file)."""
+        if ino in self._span:
+            self._supersede(ino, 0, None)
+            del self._span[ino]
+        if ino in self.durable and ino not in self._links and not any(
+                isinstance(u, EntryUnit) and u.ino == ino for u in self._pending.values()):
+            del self.durable[ino]  # no durable name, and none can become durable: unreachable
+
+    def _durable_inode(self, ino: int, kind: str, image: dict[int, Inode]) -> Inode:
+        node = image.get(ino)
+        if node is None:
+            live = self._live(ino)
+            mode = live.mode if live else (0o755 if kind == DIR else 0o644)
+            node = Inode(ino, kind, mode, self._clock(), live.target if live else "")
+            image[ino] = node
+        return node
+
+    def _persist(self, unit: Unit, torn: int | None = None, image: dict[int, Inode] | None = None) -> None:
+        image = self.durable if image is None else image
+        if isinstance(unit, EntryUnit):
+            parent = self._durable_inode(unit.dir, DIR, image)
+            assert parent.entries is not None
+            old = parent.entries.pop(unit.name, None)
+            if unit.ino is not None:
+                self._durable_inode(unit.ino, unit.kind, image)
+                parent.entries[unit.name] = unit.ino
+                self._link(unit.ino, image, +1)
+            if old is not None:
+                self._link(old, image, -1)
+            return
+        node = self._durable_inode(unit.ino, FILE, image)
+        if node.data is None:
+            return  # a write to an inode number that a durable directory now holds: nothing to do
+
+        if unit.data is None:
+            node.data.truncate(unit.size)
+        else:
+            node.data.write(unit.offset, unit.data if torn is None else unit.data[:torn])
+
+    # -- crashes ---------------------------------------------------------------------------------
+    def draw(self, draws: Draws) -> CrashState:
+        """One crash state, drawn: how many persisted, which one omitted, where the last tore."""
+        units = list(self._pending.values())
+        kept = draws.choose(len(units) + 1) if units else 0
+        omitted = None
+        if self.omit_one and kept > 1:
+            pick = draws.choose(kept + 1)  # == kept: nothing omitted
+            omitted = pick if pick < kept else None
+        cuts = self._tear_points(units[kept - 1] if kept else None)
+        torn = None
+        if cuts:
+            cut = draws.choose(len(cuts) + 1)  # == len(cuts): the write persisted whole
+            torn = cuts[cut] if cut < len(cuts) else None
+        return CrashState(kept, omitted, torn)
+
+    def states(self) -> Iterator[CrashState]:
+        """Every crash state the model allows (not deduplicated), simplest first."""
+        units = list(self._pending.values())
+        for kept in range(len(units) + 1):
+            omissions: list[int | None] = [None, *range(kept)] if self.omit_one and kept > 1 else [None]
+            cuts: list[int | None] = [None, *self._tear_points(units[kept - 1] if kept else None)]
+            for omitted in omissions:
+                for torn in cuts:
+                    yield CrashState(kept, omitted, torn)
+
+    def _tear_points(self, unit: Unit | None) -> list[int]:
+        sector = self.torn_sector
+        if not isinstance(unit, DataUnit) or unit.data is None or not sector or len(unit.data) <= sector:
+            return []
+        return list(range(0, len(unit.data), sector))
+
+    def distinct_states(self, limit: int) -> list[CrashState]:
+        """Crash states that leave different durable images, simplest first, at most ``limit``."""
+        units = list(self._pending.values())
+        seen: set[tuple] = set()
+        out: list[CrashState] = []
+        for state in self.states():
+            image = _CopyOnWrite(self.durable)
+            self._apply(units, state, image)  # type: ignore[arg-type]
+            key = image.fingerprint()
+            if key not in seen:
+                seen.add(key)
+                out.append(state)
+                if len(out) >= limit:
+                    break
+        return out
+
+    def apply(self, state: CrashState) -> str:
+        """Crash: persist what ``state`` keeps, drop the rest; returns a one-line summary."""
+        units = list(self._pending.values())
+        self._apply(units, state, self.durable)
+        self._pending.clear()
+        self._by_dir.clear()
+        self._by_ino.clear()
+        self._span.clear()
+        return state.describe(len(units))
+
+    def keep_only(self, reachable: dict[int, Inode]) -> None:
+        """After a crash: the durable layer is what its root reaches."""
+        self.durable.clear()
+        self.durable.update(reachable)
+        self._links = {}
+        for node in reachable.values():
+            for child in (node.entries or {}).values():
+                self._links[child] = self._links.get(child, 0) + 1
+
+    def _apply(self, units: list[Unit], state: CrashState, image: dict[int, Inode]) -> None:
+        applied_groups: set[int] = set()
+        for i, unit in enumerate(units[:state.kept]):
+            if i == state.omitted:
+                continue
+            if isinstance(unit, EntryUnit) and unit.group:
+                if unit.group not in applied_groups:
+                    applied_groups.add(unit.group)
+                    for other in units:
+                        if isinstance(other, EntryUnit) and other.group == unit.group:
+                            self._persist(other, image=image)
+                continue
+            self._persist(unit, state.torn if i == state.kept - 1 else None, image)
+
+
+class _CopyOnWrite:
+    """A durable image seen through a crash state: inodes are cloned when first touched."""
+
+    def __init__(self, base: dict[int, Inode]) -> None:
+        self._base = base
+        self._own: dict[int, Inode] = {}
+
+    def get(self, ino: int) -> Inode | None:
+        node = self._own.get(ino)
+        if node is None and ino in self._base:
+            node = self._own[ino] = self._base[ino].clone()
+        return node
+
+    def __setitem__(self, ino: int, node: Inode) -> None:
+        self._own[ino] = node
+
+    def fingerprint(self) -> tuple:
+        """What differs from the base image (equal fingerprints: equal images)."""
+        out = []
+        for ino, node in sorted(self._own.items()):
+            value = (tuple(sorted(node.entries.items())) if node.entries is not None
+                     else node.data.tobytes() if node.data is not None else node.target)
+            base = self._base.get(ino)
+            base_value = None if base is None else (
+                tuple(sorted(base.entries.items())) if base.entries is not None
+                else base.data.tobytes() if base.data is not None else base.target)
+            if value != base_value:
+                out.append((ino, value))
+        return tuple(out)

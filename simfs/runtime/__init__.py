@@ -1,0 +1,1 @@
+"""The simulated machines while a job runs: scheduler, processes, system calls, torch.distributed."""

@@ -1,0 +1,202 @@
+"""Python file objects of a simulated process: ``open()``'s rules, real io buffering and text
+layers over a simulated raw file (what ``io.FileIO`` is for a real process)."""
+
+from __future__ import annotations
+
+from .. import _real
+import io
+import os
+import warnings
+from typing import Any
+
+from .process import FD_BASE
+from .syscalls import Syscalls
+
+_BUFFER_SIZE = 1 << 16
+_FLAGS = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+          "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND, "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL}
+
+
+class SimFileIO(io.RawIOBase):
+    """A raw file of a simulated process (what ``io.FileIO`` is for a real one)."""
+
+    def __init__(self, sys: Syscalls, file: Any, mode: str = "r", closefd: bool = True, opener: Any = None) -> None:
+        super().__init__()
+        kind = next((c for c in mode if c in "rwax"), None)
+        if kind is None or any(c not in "rwax+b" for c in mode):
+            raise ValueError(f"invalid mode: {mode!r}")
+        plus = "+" in mode
+        flags = _FLAGS[kind] | os.O_CLOEXEC
+        if plus:
+            flags = (flags & ~os.O_ACCMODE) | os.O_RDWR
+        self._sys = sys
+        self._readable = kind == "r" or plus
+        self._writable = kind != "r" or plus
+        self._appending = kind == "a"
+        self._mode = {"r": "rb", "w": "wb", "a": "ab", "x": "xb"}[kind] if not plus else \
+            {"r": "rb+", "w": "rb+", "a": "ab+", "x": "xb+"}[kind]
+        if isinstance(file, int):
+            if file < 0:
+                raise ValueError("negative file descriptor")
+            fd = file
+            self._closefd = closefd
+        else:
+            if not closefd:
+                raise ValueError("Cannot use closefd=False with file name")
+            fd = opener(file, flags) if opener is not None else sys.open(file, flags, 0o666)
+            if not isinstance(fd, int) or fd < 0:
+                raise ValueError(f"opener returned {fd!r}")
+            self._closefd = True
+        self._fd = fd
+        self.name = file
+        try:
+            if sys.proc.fds[fd].kind == "d":
+                raise IsADirectoryError(21, os.strerror(21), file)
+            if self._appending:
+                sys.lseek(fd, 0, os.SEEK_END)
+        except BaseException:
+            if self._closefd:
+                sys.close(fd)
+            raise
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def closefd(self) -> bool:
+        return self._closefd
+
+    def fileno(self) -> int:
+        self._checkClosed()
+        return self._fd
+
+    def readable(self) -> bool:
+        self._checkClosed()
+        return self._readable
+
+    def writable(self) -> bool:
+        self._checkClosed()
+        return self._writable
+
+    def seekable(self) -> bool:
+        self._checkClosed()
+        return True
+
+    def isatty(self) -> bool:
+        self._checkClosed()
+        return False
+
+    def readinto(self, buffer: Any) -> int:
+        self._checkClosed()
+        if not self._readable:
+            raise io.UnsupportedOperation("File not open for reading")
+        view = memoryview(buffer).cast("B")
+        data = self._sys.read(self._fd, len(view))
+        n = len(data)
+        view[:n] = data
+        return n
+
+    def readall(self) -> bytes:
+        self._checkClosed()
+        chunks = []
+        while True:
+            data = self._sys.read(self._fd, 1 << 20)
+            if not data:
+                return b"".join(chunks)
+            chunks.append(data)
+
+    def write(self, data: Any) -> int:
+        self._checkClosed()
+        if not self._writable:
+            raise io.UnsupportedOperation("File not open for writing")
+        return self._sys.write(self._fd, data)
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
+        self._checkClosed()
+        return self._sys.lseek(self._fd, pos, whence)
+
+    def tell(self) -> int:
+        return self.seek(0, os.SEEK_CUR)
+
+    def truncate(self, size: int | None = None) -> int:
+        self._checkClosed()
+        if not self._writable:
+            raise io.UnsupportedOperation("File not open for writing")
+        if size is None:
+            size = self.tell()
+        self._sys.ftruncate(self._fd, size)
+        return size
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self._closefd and self._sys.proc.alive and self._fd in self._sys.proc.fds:
+                self._sys.close(self._fd)
+        finally:
+            super().close()
+
+    def __repr__(self) -> str:
+        return f"<simfs.SimFileIO name={self.name!r} mode={self._mode!r}>"
+
+
+def sim_open(sys: Syscalls, file: Any, mode: str = "r", buffering: int = -1, encoding: str | None = None,
+             errors: str | None = None, newline: str | None = None, closefd: bool = True, opener: Any = None) -> Any:
+    """``open()`` for a simulated process (same rules as io.open)."""
+    if isinstance(file, int) and file < FD_BASE:
+        return _real.builtin_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
+    if not isinstance(file, int):
+        file = os.fspath(file)
+        if isinstance(file, (str, bytes)) and file and sys.machine.is_real(sys._abs(file)[0]):
+            if set(mode) & set("wax+"):
+                raise sys._real_write_refused(file)
+            return _real.builtin_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
+    if not isinstance(mode, str):
+        raise TypeError(f"open() argument 'mode' must be str, not {type(mode).__name__}")
+    modes = set(mode)
+    if modes - set("axrwb+t") or len(mode) > len(modes):
+        raise ValueError(f"invalid mode: '{mode}'")
+    kinds = sum(c in modes for c in "xrwa")
+    text, binary = "t" in modes, "b" in modes
+    if text and binary:
+        raise ValueError("can't have text and binary mode at once")
+    if kinds != 1:
+        raise ValueError("must have exactly one of create/read/write/append mode")
+    if binary and encoding is not None:
+        raise ValueError("binary mode doesn't take an encoding argument")
+    if binary and errors is not None:
+        raise ValueError("binary mode doesn't take an errors argument")
+    if binary and newline is not None:
+        raise ValueError("binary mode doesn't take a newline argument")
+    if binary and buffering == 1:
+        warnings.warn("line buffering (buffering=1) isn't supported in binary mode, the default buffer size will be used",
+                      RuntimeWarning, 2)
+    raw = SimFileIO(sys, file, "".join(c for c in mode if c in "xrwa+"), closefd, opener=opener)
+    result: Any = raw
+    try:
+        line_buffering = buffering == 1
+        if buffering in (1, -1):
+            buffering = _BUFFER_SIZE
+        if buffering == 0:
+            if binary:
+                return result
+            raise ValueError("can't have unbuffered text I/O")
+        if "+" in modes:
+            buffer = io.BufferedRandom(raw, buffering)
+        elif "r" in modes:
+            buffer = io.BufferedReader(raw, buffering)
+        else:
+            buffer = io.BufferedWriter(raw, buffering)
+        result = buffer
+        if binary:
+            return result
+        wrapper = io.TextIOWrapper(buffer, io.text_encoding(encoding), errors, newline, line_buffering)
+        result = wrapper
+        wrapper.mode = mode
+        return wrapper
+    except BaseException:
+        result.close()
+        raise
+
+

@@ -1,0 +1,276 @@
+"""One run of a job on every rank: the machine and processes it builds, the simulation thread
+that drives the scheduler, the caller's thread that supervises it, and the result."""
+
+from __future__ import annotations
+
+import contextvars
+import gc
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _real
+from ..choices import ChoiceSource
+from ..errors import OutsideSimulation, SimfsError, TaskKilled
+from ..faults import Fault
+from ..fs.filesystems import Filesystems
+from ..report import CrashInfo, HangInfo, Result, format_exception, user_frame
+from .dist import DistWorld
+from .hostpaths import HostPaths
+from .machine import Machine
+from .marshal import Marshal
+from .process import Process, torchrun_env
+from .scheduler import DONE, Scheduler, Task, task_frame
+from .syscalls import Syscalls
+
+_MAX_UNWIND_ROUNDS = 10
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a cluster fixes for all of its runs (validated by Cluster)."""
+
+    nodes: int
+    ranks_per_node: int
+    seed: int
+    cwd: str
+    env: dict[str, str]
+    watchdog: float
+    time_limit: float
+    collective_timeout: float
+    collective_latency: float
+    collective_bandwidth: float
+    dist_initialized: bool
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+
+class _State:
+    """What the simulation thread learns while it drives the run."""
+
+    def __init__(self) -> None:
+        self.crashed: dict[int, CrashInfo] = {}
+        self.hung: dict[int, HangInfo] = {}
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self.notes: list[str] = []
+
+
+class Run:
+    """A run of ``job(*args, **kwargs)`` on every rank of a cluster."""
+
+    def __init__(self, settings: Settings, fs: Filesystems, host: HostPaths, index: int, faults: list[Fault],
+                 draws: ChoiceSource, marshal: Marshal | None) -> None:
+        self.settings = settings
+        self.index = index
+        self.marshal = marshal
+        self.sched = Scheduler(draws, fs.clock)
+        fs.choices.source = draws
+        self.fs = fs
+        self.machine = Machine(fs, self.sched, faults, host)
+        self.state = _State()
+        self.machine.on_crash = self._record_crash
+        self.world = DistWorld(self.sched, settings.world_size, latency=settings.collective_latency,
+                               bandwidth=settings.collective_bandwidth, timeout=settings.collective_timeout,
+                               initialized=settings.dist_initialized, note=self._note_collective)
+
+    def _note_collective(self, rank: int, op: str, group: str, outcome: str) -> None:
+        self.machine.note(op, group, outcome, rank=rank, node=rank // self.settings.ranks_per_node)
+
+    def execute(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], replay: str) -> Result:
+        """Run the job to the end (or its abort) and say what happened."""
+        self._spawn_ranks(job, args, kwargs)
+        self.machine.faults.arm_timers()
+        wall0 = _real.perf_counter()
+        start = self.sched.now
+        sim = threading.Thread(target=self._drive, name="simfs-run", daemon=True)
+        sim.start()
+        try:
+            self._supervise(sim)
+        finally:
+            self.machine.close()
+            self.fs.choices.source = None
+        wall = _real.perf_counter() - wall0
+        if self.marshal is not None and self.marshal.failure is not None:
+            raise self.marshal.failure
+        if self.state.error is not None:
+            raise self.state.error
+        return self._result(start, wall, replay)
+
+    # -- ranks -------------------------------------------------------------------------------------
+    def _spawn_ranks(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        s, sched, machine = self.settings, self.sched, self.machine
+        base_env = {**dict(os.environ), **s.env}
+        run_id = f"simfs-{s.seed}-{self.index}"
+        caller_context = contextvars.copy_context()
+        for rank in range(s.world_size):
+            node, local_rank = divmod(rank, s.ranks_per_node)
+            env = torchrun_env(base_env, rank=rank, local_rank=local_rank, node=node, world_size=s.world_size,
+                               local_world_size=s.ranks_per_node, nodes=s.nodes, master="node0", run_id=run_id)
+            proc = Process(rank=rank, local_rank=local_rank, node=node, world_size=s.world_size,
+                           local_world_size=s.ranks_per_node, pid=1000 + 10000 * self.index + local_rank,
+                           hostname=f"node{node}", env=env, cwd=s.cwd, seed=s.seed, run=self.index)
+            proc.sys = Syscalls(machine, proc)
+            proc.dist = self.world
+            machine.processes.append(proc)
+            delay = machine.faults.start_delays.get(rank, 0.0)
+            sched.spawn(self._rank_body(proc, job, args, kwargs), rank, proc, f"rank{rank}", is_main=True,
+                        start_at=sched.now + delay, gr_context=caller_context.copy())
+
+    def _rank_body(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Callable[[], Any]:
+        sched = self.sched
+
+        def body() -> Any:
+            try:
+                return job(*args, **kwargs)
+            except SystemExit as exc:
+                if exc.code in (0, None):
+                    return None
+                raise
+            finally:
+                if proc.alive:
+                    _wait_for_threads(sched, proc.rank)
+                    proc.sys.exit_process()
+        return body
+
+    # -- the simulation thread ---------------------------------------------------------------------
+    def _drive(self) -> None:
+        """Run, then deal with ranks that can never run again."""
+        sched, state = self.sched, self.state
+        limit = sched.now + self.settings.time_limit
+        marshal = self.marshal
+
+        def aborted() -> bool:
+            return marshal is not None and marshal.failure is not None
+
+        try:
+            for _ in range(_MAX_UNWIND_ROUNDS):
+                sched.run(stop=lambda: aborted() or sched.now > limit, tick=_young_gc)
+                live = sched.live()
+                if not live:
+                    break
+                for task in live:
+                    if sched.now > limit and not aborted():
+                        self._out_of_time(task)
+                    else:
+                        self._settle(task, aborted())
+            else:
+                for task in sched.live():
+                    task.state = DONE
+                    state.notes.append(f"{task.name} ignored being killed and was abandoned")
+        except BaseException as exc:  # a simfs defect: surfaced to the caller
+            state.error = exc
+        finally:
+            state.done.set()
+
+    def _settle(self, task: Task, aborting: bool) -> None:
+        sched, state = self.sched, self.state
+        if aborting:
+            sched.kill(task, "run aborted")
+            return
+        main = sched.mains.get(task.rank)
+        if not task.is_main and main is not None and main.state == DONE:
+            sched.kill(task, "its process exited")
+            return
+        if task.is_main and task.rank not in state.hung and task.waiting is not None:
+            waiting_for = task.waiting.peers() if task.waiting.peers else []
+            state.hung[task.rank] = HangInfo(task.rank, task.waiting.what, task.blocked_since,
+                                             sched.now - task.blocked_since, waiting_for,
+                                             user_frame(task_frame(task)))
+        sched.kill(task, "deadlock: nothing could ever wake it")
+
+    def _out_of_time(self, task: Task) -> None:
+        limit = self.settings.time_limit
+        if task.is_main and task.rank not in self.state.hung:
+            self.state.hung[task.rank] = HangInfo(
+                task.rank, f"a run that reached its virtual time limit ({limit:g}s)",
+                self.sched.now - limit, limit, [], user_frame(task_frame(task)))
+        self.sched.kill(task, "the run reached its virtual time limit")
+
+    def _record_crash(self, node: int, why: str) -> None:
+        sched = self.sched
+        for task in sched.tasks:
+            proc = task.context
+            if task.is_main and proc.node == node and task.state != DONE:
+                op, path = proc.last_op
+                self.state.crashed[task.rank] = CrashInfo(task.rank, node, sched.now - self.machine.run_start, op,
+                                                          path, user_frame(task_frame(task)), why)
+
+    # -- the caller's thread -----------------------------------------------------------------------
+    def _supervise(self, sim: threading.Thread) -> None:
+        """Wait for the simulation thread; answer draws; catch ranks stuck outside simfs."""
+        sched, state, marshal, watchdog = self.sched, self.state, self.marshal, self.settings.watchdog
+        last_switches, last_progress, poked = -1, _real.monotonic(), False
+        while not state.done.is_set():
+            if marshal is not None:
+                marshal.serve(0.01)
+            else:
+                state.done.wait(0.05)
+            now = _real.monotonic()
+            if sched.switches != last_switches or sched.current is None:
+                last_switches, last_progress, poked = sched.switches, now, False
+                continue
+            if now - last_progress < watchdog:
+                continue
+            task = sched.current
+            stack = "".join(traceback.format_stack(sys._current_frames().get(sim.ident)))
+            if not poked:
+                state.notes.append(f"rank {task.rank} ran {watchdog:g}s of real time without a simulated "
+                                   f"operation (blocked outside the simulation?):\n{stack}")
+                _raise_in_thread(sim.ident, OutsideSimulation)
+                poked, last_progress = True, now
+                continue
+            raise SimfsError(f"rank {task.rank} is blocked outside the simulation and cannot be interrupted "
+                             f"(a real lock, socket or subprocess?); it was here:\n{stack}")
+
+    # -- the result --------------------------------------------------------------------------------
+    def _result(self, start: float, wall: float, replay: str) -> Result:
+        sched, state = self.sched, self.state
+        returns: dict[int, Any] = {}
+        errors: dict[int, BaseException] = {}
+        tracebacks: dict[int, str] = {}
+        for task in sched.tasks:
+            error, rank = task.error, task.rank
+            if not task.is_main:
+                if error is not None and not isinstance(error, TaskKilled):
+                    state.notes.append(f"rank {rank}: exception in thread {task.name!r}:\n" + format_exception(error))
+            elif error is None:
+                returns[rank] = task.result
+            elif not (isinstance(error, TaskKilled) and (rank in state.crashed or rank in state.hung)):
+                errors[rank] = error
+                tracebacks[rank] = format_exception(error)
+        hung = {**self.world.hangs, **state.hung}
+        return Result(returns=returns, errors=errors, tracebacks=tracebacks, crashed=state.crashed, hung=hung,
+                      virtual_time=sched.now - start, wall_time=wall, trace=self.machine.trace, replay=replay,
+                      ops=self.machine.total_ops, switches=sched.switches, notes=state.notes)
+
+
+def _young_gc() -> None:
+    """Collect the young generations when they fill up: a full collection would walk every
+    rank's frames and grows with the number of ranks."""
+    if gc.get_count()[0] > 20_000:
+        gc.collect(1)
+
+
+def _wait_for_threads(sched: Scheduler, rank: int) -> None:
+    """Process exit: wait for the rank's non-daemon threads that are still making progress
+    (threads blocked with nothing to wake them, like idle pool workers, are ended after)."""
+    while True:
+        busy = [t for t in sched.threads.get(rank, ()) if not t.daemon and t.state != DONE and sched.progressing(t)]
+        if not busy:
+            return
+        sched.block(busy[0].finished)
+
+
+def _raise_in_thread(ident: int | None, exc_type: type[BaseException]) -> None:
+    import ctypes
+
+    if ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc_type))

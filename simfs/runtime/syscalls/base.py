@@ -1,0 +1,106 @@
+"""Plumbing shared by the system calls of a simulated process: path resolution against its cwd,
+its descriptor table, and the wrapper that traces an operation, applies faults and costs time."""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ...fs.inode import Attr
+from ...fs.mount import Mount
+from ...fs.vfs import normalize
+from ..process import OpenFile, Process
+
+if TYPE_CHECKING:
+    from ..machine import Machine
+
+
+def frozen(data: Any) -> bytes:
+    """Bytes the caller cannot change any more: bytes objects (also seen through a memoryview
+    that covers them, as buffered writers pass large writes) are kept without a copy."""
+    if type(data) is bytes:
+        return data
+    if type(data) is memoryview and type(data.obj) is bytes and data.nbytes == len(data.obj) and data.contiguous:
+        return data.obj
+    return bytes(data)
+
+
+def _shown(path: Any) -> Any:
+    """How os names a path in its errors: str or bytes (a Path becomes its str)."""
+    return os.fspath(path) if isinstance(path, os.PathLike) else path
+
+
+def _errname(code: int | None) -> str:
+    return errno.errorcode.get(code or 0, str(code))
+
+class SyscallsBase:
+    """The os module as one simulated process sees it (the shared part)."""
+
+    def __init__(self, machine: Machine, proc: Process) -> None:
+        self.machine = machine
+        self.proc = proc
+        self.vfs = machine.vfs[proc.node]
+        self._reval = False
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _abs(self, path: Any, dir_fd: int | None = None) -> tuple[str, bool]:
+        raw = os.fspath(path)
+        is_bytes = isinstance(raw, bytes)
+        text = os.fsdecode(raw) if is_bytes else raw
+        if not isinstance(text, str):
+            raise TypeError(f"expected str, bytes or os.PathLike object, not {type(path).__name__}")
+        if "\0" in text:
+            raise ValueError("embedded null byte")
+        if not text:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), raw)
+        if text.startswith("/"):
+            return normalize(text), is_bytes
+        base = self._fd(dir_fd).path if dir_fd is not None else self.proc.cwd
+        return normalize(posixpath.join(base, text)), is_bytes
+
+    def _fd(self, fd: Any) -> OpenFile:
+        if not isinstance(fd, int):
+            fd = fd.fileno()
+        of = self.proc.fds.get(fd)
+        if of is None:
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+        return of
+
+    def _op(self, name: str, path: str, shown: Any, fn: Callable[[], Any], shown2: Any = None) -> Any:
+        """Run one operation: faults first, then the work, then trace and virtual cost."""
+        machine = self.machine
+        start = machine.begin(self.proc, name, path)
+        try:
+            try:
+                result = fn()
+            except OSError as exc:
+                if exc.errno != errno.ESTALE or self._reval or not path.startswith("/"):
+                    raise
+                self._reval = True  # Linux retries a path walk that met a stale handle, uncached
+                try:
+                    result = fn()
+                finally:
+                    self._reval = False
+        except OSError as exc:
+            machine.finish(self.proc, name, path, start, _errname(exc.errno))
+            if exc.filename is None and shown is not None:
+                raise OSError(exc.errno, exc.strerror, _shown(shown), None, _shown(shown2)) from None
+            raise
+        machine.finish(self.proc, name, path, start, "ok")
+        return result
+
+    def _real_write_refused(self, shown: Any) -> OSError:
+        return OSError(errno.EROFS, "simfs: the real Python installation is read-only inside a simulated rank", shown)
+
+    def _stat_result(self, mount: Mount, attr: Attr) -> os.stat_result:
+        """A stat result whose times read on the same clock as time.time() in the rank."""
+        size = attr.size
+        mtime, ctime = attr.mtime + self.machine.epoch, attr.ctime + self.machine.epoch
+        fields = [attr.st_mode, attr.ino, self.machine.dev_of(mount), attr.nlink, 0, 0, size,
+                  int(mtime), int(mtime), int(ctime), mtime, mtime, ctime,
+                  int(mtime * 1e9), int(mtime * 1e9), int(ctime * 1e9),
+                  4096, (size + 511) // 512, 0]
+        return os.stat_result(fields[:os.stat_result.n_fields])

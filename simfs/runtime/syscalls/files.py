@@ -1,0 +1,248 @@
+"""Calls on open files of a simulated process: open, read, write, seek, fsync, close, dup,
+and advisory locks."""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+from typing import Any
+
+from ... import _real
+from ...errors import BypassError
+from ...fs.inode import DIR, FILE, LINK, fs_error
+from ...fs.vfs import normalize
+from ..process import FD_BASE, OpenFile
+from .base import SyscallsBase, frozen
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_O_TMPFILE = getattr(os, "O_TMPFILE", 0)
+_SYNC_FLAGS = os.O_SYNC | getattr(os, "O_DSYNC", 0)
+
+
+class FileCalls(SyscallsBase):
+    # -- open files --------------------------------------------------------------------------
+    def open(self, path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        p, _ = self._abs(path, dir_fd)
+        if self.machine.is_real(p):
+            if flags & _WRITE_FLAGS:
+                raise self._real_write_refused(path)
+            return _real.open(p, flags, mode)
+        if _O_TMPFILE and flags & _O_TMPFILE == _O_TMPFILE:
+            raise OSError(errno.EOPNOTSUPP, "simfs: O_TMPFILE is not supported", path)
+        return self._op("open", p, path, lambda: self._open(p, flags, mode))
+
+    def _open(self, p: str, flags: int, mode: int, hops: int = 0) -> int:
+        access = flags & os.O_ACCMODE
+        created = False
+        if flags & os.O_CREAT:
+            par = self.vfs.resolve_parent(p, reval=self._reval)
+            mount, client = par.mount, par.client
+            ino, created = client.create(par.dir_ino, par.name, mode & ~self.proc.umask, bool(flags & os.O_EXCL))
+            if mount.server.kinds.get(ino) == LINK:
+                if flags & os.O_NOFOLLOW or hops >= 40:
+                    raise fs_error(errno.ELOOP)
+                # O_CREAT through a symbolic link creates its target if that is missing
+                target = posixpath.join(posixpath.dirname(par.path), client.readlink(ino))
+                return self._open(normalize(target), flags, mode, hops + 1)
+        else:
+            r = self.vfs.resolve(p, follow=not flags & os.O_NOFOLLOW, reval=self._reval)
+            mount, client, ino = r.mount, r.client, r.ino
+        kind = mount.server.kinds.get(ino)
+        if kind == LINK:
+            raise fs_error(errno.ELOOP)
+        if kind == DIR:
+            if access != os.O_RDONLY or flags & os.O_CREAT:
+                raise fs_error(errno.EISDIR)
+        elif flags & os.O_DIRECTORY:
+            raise fs_error(errno.ENOTDIR)
+        if not created:
+            client.open_revalidate(ino)
+        writable = access in (os.O_WRONLY, os.O_RDWR)
+        if flags & os.O_TRUNC and writable and kind == FILE and not created:
+            self.machine.flush_fault(self.proc, "truncate", p)
+            client.truncate(ino, 0)
+        of = OpenFile(mount, client, ino, p, kind, flags, access in (os.O_RDONLY, os.O_RDWR), writable,
+                      bool(flags & os.O_APPEND), bool(flags & _SYNC_FLAGS))
+        client.opened(ino)
+        return self.proc.alloc_fd(of)
+
+    def close(self, fd: int) -> None:
+        if fd < FD_BASE:
+            return _real.close(fd)
+        of = self._fd(fd)
+        del self.proc.fds[fd]
+        of.refs -= 1
+        if of.refs > 0:
+            self._op("close", of.path, None, lambda: None)
+            return None
+        self._op("close", of.path, None, lambda: self._release(of))
+        return None
+
+    def _release(self, of: OpenFile) -> None:
+        """Last close of an open file description: locks go, dirty data is flushed."""
+        self.machine.drop_locks(of, self.proc)
+        client = of.client
+        try:
+            if of.epoch != client.epoch:
+                raise fs_error(errno.EIO)
+            if of.writable and client.has_dirty(of.ino):
+                try:
+                    self.machine.flush_fault(self.proc, "close", of.path)
+                except OSError:
+                    client.discard(of.ino)
+                    raise
+                if of.mount.profile.data_durable == "close":
+                    client.commit(of.ino)
+                else:
+                    client.flush(of.ino)
+            if of.mount.profile.data_durable != "close":
+                client.closed_without_commit(of.ino)
+        finally:
+            client.closed(of.ino)
+
+    def _check_io(self, of: OpenFile, write: bool) -> None:
+        if of.epoch != of.client.epoch:
+            raise fs_error(errno.EIO)
+        if of.kind == DIR:
+            raise fs_error(errno.EISDIR)
+        if not (of.writable if write else of.readable):
+            raise fs_error(errno.EBADF)
+
+    def read(self, fd: int, n: int) -> bytes:
+        if fd < FD_BASE:
+            return _real.read(fd, n)
+        of = self._fd(fd)
+        if n < 0:
+            raise ValueError("negative read length")
+
+        def work() -> bytes:
+            self._check_io(of, False)
+            data = of.client.read(of.ino, of.pos, n)
+            of.pos += len(data)
+            return data
+
+        return self._op("read", of.path, None, work)
+
+    def pread(self, fd: int, n: int, offset: int) -> bytes:
+        of = self._fd(fd)
+
+        def work() -> bytes:
+            self._check_io(of, False)
+            return of.client.read(of.ino, offset, n)
+
+        return self._op("read", of.path, None, work)
+
+    def write(self, fd: int, data: Any) -> int:
+        if fd < FD_BASE:
+            return _real.write(fd, data)
+        of = self._fd(fd)
+        return self._op("write", of.path, None, lambda: self._write(of, frozen(data), None))
+
+    def pwrite(self, fd: int, data: Any, offset: int) -> int:
+        of = self._fd(fd)
+        return self._op("write", of.path, None, lambda: self._write(of, frozen(data), offset))
+
+    def _write(self, of: OpenFile, data: bytes, offset: int | None) -> int:
+        self._check_io(of, True)
+        if not data:
+            return 0  # a zero-length write changes nothing (not even past the end)
+        client = of.client
+        if of.mount.profile.write_back == "through":
+            self.machine.flush_fault(self.proc, "write", of.path)
+        if offset is None:
+            if of.append:
+                of.pos = client.getattr(of.ino).size
+            offset = of.pos
+            of.pos += len(data)
+        client.write(of.ino, offset, data)
+        if of.sync:
+            self.machine.flush_fault(self.proc, "fsync", of.path)
+            client.commit(of.ino)
+        return len(data)
+
+    def lseek(self, fd: int, pos: int, how: int) -> int:
+        of = self._fd(fd)
+
+        def work() -> int:
+            if how == os.SEEK_SET:
+                new = pos
+            elif how == os.SEEK_CUR:
+                new = of.pos + pos
+            elif how == os.SEEK_END:
+                new = of.client.getattr(of.ino).size + pos
+            else:
+                raise fs_error(errno.EINVAL)
+            if new < 0:
+                raise fs_error(errno.EINVAL)
+            of.pos = new
+            return new
+
+        return self._op("lseek", of.path, None, work)
+
+    def fsync(self, fd: Any) -> None:
+        of = self._fd(fd)
+
+        def work() -> None:
+            if of.epoch != of.client.epoch:
+                raise fs_error(errno.EIO)
+            if of.kind == DIR:
+                of.client.sync_dir(of.ino)
+                return
+            self.machine.flush_fault(self.proc, "fsync", of.path)
+            of.client.commit(of.ino)
+
+        self._op("fsync", of.path, None, work)
+
+    fdatasync = fsync
+
+    def ftruncate(self, fd: int, length: int) -> None:
+        of = self._fd(fd)
+
+        def work() -> None:
+            self._check_io(of, True)
+            if length < 0:
+                raise fs_error(errno.EINVAL)
+            self.machine.flush_fault(self.proc, "truncate", of.path)
+            of.client.truncate(of.ino, length)
+
+        self._op("truncate", of.path, None, work)
+
+    def dup(self, fd: int) -> int:
+        of = self._fd(fd)
+        of.refs += 1
+        return self.proc.alloc_fd(of)
+
+    def dup2(self, fd: int, fd2: int, inheritable: bool = True) -> int:
+        of = self._fd(fd)
+        if fd2 < FD_BASE:
+            raise BypassError("os.dup2", "it would put a simulated file on a real descriptor")
+        if fd2 in self.proc.fds:
+            self.close(fd2)
+        of.refs += 1
+        self.proc.fds[fd2] = of
+        return fd2
+
+    def isatty(self, fd: int) -> bool:
+        if fd < FD_BASE:
+            return _real.isatty(fd)
+        self._fd(fd)
+        return False
+
+    def exit_process(self) -> None:
+        """The process ends: the kernel closes what it left open (flushing dirty data)."""
+        for fd in sorted(self.proc.fds):
+            try:
+                self.close(fd)
+            except OSError:
+                pass  # an exiting process never sees errors of its implicit closes
+        self.proc.alive = False
+
+    # -- locks -------------------------------------------------------------------------------
+    def lock(self, fd: Any, operation: int, *, posix: bool) -> None:
+        """flock (owner: the open file) or lockf (owner: the process), whole-file."""
+        of = self._fd(fd)
+        name = "lockf" if posix else "flock"
+        owner: Any = self.proc if posix else of
+        self._op(name, of.path, None, lambda: self.machine.lock(of, owner, operation))
+

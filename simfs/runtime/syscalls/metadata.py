@@ -1,0 +1,135 @@
+"""Metadata calls of a simulated process: stat, access, listings, links, statvfs, the cwd."""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any
+
+from ... import _real
+from ...fs.inode import DIR, LINK, fs_error
+from ...fs.mount import Mount
+from ..process import FD_BASE
+from .base import SyscallsBase
+from .dirent import ScandirIterator
+
+
+class MetadataCalls(SyscallsBase):
+    # -- metadata ----------------------------------------------------------------------------
+    def stat(self, path: Any, *, dir_fd: int | None = None, follow_symlinks: bool = True) -> os.stat_result:
+        if isinstance(path, int):
+            return self.fstat(path)
+        p, _ = self._abs(path, dir_fd)
+        if self.machine.is_real(p):
+            return (_real.stat if follow_symlinks else _real.lstat)(p)
+
+        def work() -> os.stat_result:
+            r = self.vfs.resolve(p, follow=follow_symlinks, reval=self._reval)
+            return self._stat_result(r.mount, r.client.getattr(r.ino))
+
+        return self._op("stat" if follow_symlinks else "lstat", p, path, work)
+
+    def lstat(self, path: Any, *, dir_fd: int | None = None) -> os.stat_result:
+        return self.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+
+    def fstat(self, fd: int) -> os.stat_result:
+        if fd < FD_BASE:
+            return _real.fstat(fd)
+        of = self._fd(fd)
+        return self._op("fstat", of.path, None, lambda: self._stat_result(of.mount, of.client.getattr(of.ino)))
+
+    def access(self, path: Any, mode: int, *, dir_fd: int | None = None, effective_ids: bool = False,
+               follow_symlinks: bool = True) -> bool:
+        p, _ = self._abs(path, dir_fd)
+        if self.machine.is_real(p):
+            return False if mode & os.W_OK else _real.access(p, mode)
+        try:
+            self._op("access", p, path, lambda: self.vfs.resolve(p, follow=follow_symlinks, reval=self._reval))
+        except OSError:
+            return False
+        return True
+
+    def listdir(self, path: Any = ".") -> list:
+        if isinstance(path, int):
+            of = self._fd(path)
+            return self._op("listdir", of.path, None, lambda: [n for n, _ in self._list(of.client, of.ino)])
+        p, is_bytes = self._abs(path)
+        if self.machine.is_real(p):
+            return _real.listdir(os.fsencode(p) if is_bytes else p)
+
+        def work() -> list:
+            r = self.vfs.resolve(p, reval=self._reval)
+            return [os.fsencode(n) if is_bytes else n for n, _ in self._list(r.client, r.ino)]
+
+        return self._op("listdir", p, path, work)
+
+    def _list(self, client: Any, ino: int) -> list[tuple[str, int]]:
+        if client.server.kinds.get(ino) != DIR:
+            raise fs_error(errno.ENOTDIR)
+        return client.listdir(ino)
+
+    def scandir(self, path: Any = ".") -> ScandirIterator:
+        if isinstance(path, int):
+            of = self._fd(path)
+            entries = self._op("listdir", of.path, None, lambda: self._list(of.client, of.ino))
+            return ScandirIterator(self, of.path, False, entries, of.client.server.kinds, fd_mode=True)
+        p, is_bytes = self._abs(path)
+        if self.machine.is_real(p):
+            return _real.scandir(os.fsencode(p) if is_bytes else p)
+        shown = os.fspath(path)
+
+        def work() -> tuple[list, dict]:
+            r = self.vfs.resolve(p, reval=self._reval)
+            return self._list(r.client, r.ino), r.client.server.kinds
+
+        entries, kinds = self._op("listdir", p, path, work)
+        return ScandirIterator(self, shown, is_bytes, entries, kinds)
+
+    def readlink(self, path: Any, *, dir_fd: int | None = None) -> Any:
+        p, is_bytes = self._abs(path, dir_fd)
+        if self.machine.is_real(p):
+            return _real.readlink(os.fsencode(p) if is_bytes else p)
+
+        def work() -> Any:
+            r = self.vfs.resolve(p, follow=False, reval=self._reval)
+            if r.client.server.kinds.get(r.ino) != LINK:
+                raise fs_error(errno.EINVAL)
+            target = r.client.readlink(r.ino)
+            return os.fsencode(target) if is_bytes else target
+
+        return self._op("readlink", p, path, work)
+
+    def statvfs(self, path: Any) -> os.statvfs_result:
+        if isinstance(path, int):
+            return self.fstatvfs(path)
+        p, _ = self._abs(path)
+        if self.machine.is_real(p):
+            return _real.statvfs(p)
+        return self._op("statvfs", p, path, lambda: self._statvfs(self.vfs.resolve(p, reval=self._reval).mount))
+
+    def fstatvfs(self, fd: int) -> os.statvfs_result:
+        of = self._fd(fd)
+        return self._op("statvfs", of.path, None, lambda: self._statvfs(of.mount))
+
+    def _statvfs(self, mount: Mount) -> os.statvfs_result:
+        used, inodes = mount.server.usage()
+        blocks, files = 1 << 32, 1 << 32
+        free = blocks - (used + 4095) // 4096
+        return os.statvfs_result((4096, 4096, blocks, free, free, files, files - inodes, files - inodes, 0, 255))
+
+    def getcwd(self) -> str:
+        return self.proc.cwd
+
+    def getcwdb(self) -> bytes:
+        return os.fsencode(self.proc.cwd)
+
+    def chdir(self, path: Any) -> None:
+        p, _ = self._abs(path)
+
+        def work() -> None:
+            r = self.vfs.resolve(p, reval=self._reval)
+            if r.client.server.kinds.get(r.ino) != DIR:
+                raise fs_error(errno.ENOTDIR)
+            self.proc.cwd = r.path
+
+        self._op("chdir", p, path, work)

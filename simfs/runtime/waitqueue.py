@@ -1,0 +1,17 @@
+"""A queue of simulated tasks waiting for something (a collective, a lock, a thread to end)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+class WaitQueue:
+    """Tasks waiting for one thing; ``peers`` says whom they wait for, when known."""
+
+    __slots__ = ("waiters", "what", "peers")
+
+    def __init__(self, what: str, peers: Callable[[], list[int]] | None = None) -> None:
+        self.waiters: list[Any] = []
+        self.what = what
+        self.peers = peers
