@@ -287,7 +287,7 @@ def test_demo_shows_the_naive_pattern_failing_and_the_fixed_one_not(in_tmp, caps
 
 def test_default_report_path(in_tmp, capsys):
     assert main(["run", f"{JOBS}:always_ok", "--nodes", "1", "--ranks-per-node", "2", "--seeds", "1"]) == 0
-    assert (in_tmp / "reports" / "simfs-run.json").is_file()
+    assert (in_tmp / "reports" / "runs" / "simfs-run.json").is_file()
 
 
 def test_run_a_job_that_succeeds(in_tmp, capsys):
