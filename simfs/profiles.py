@@ -41,6 +41,7 @@ class Profile:
     """
 
     name: str = "custom"
+    on_node: bool = False  # a disk inside a node, not a network server: a crash of either is a power loss of both
     acregmin: float = 0.0
     acregmax: float = 0.0
     acdirmin: float = 0.0
@@ -177,7 +178,7 @@ def _toml_char(c: str) -> str:
 
 _BUILTIN: dict[str, Profile] = {
     "local": Profile(
-        name="local",
+        name="local", on_node=True,
         crash_order="omit_one",
         notes="a local disk: coherent, entries durable after fsync of the directory, torn writes at 4 KiB",
     ),
