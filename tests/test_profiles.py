@@ -28,7 +28,7 @@ ENUMS = {
     "crash_order": ("prefix", "omit_one"),
     "change_detection": ("change_attr", "timestamps"),
 }
-BOOLS = ("lookup_tied_to_parent", "eexist_drops_entry", "cto", "dir_rename", "silly_rename")
+BOOLS = ("lookup_tied_to_parent", "eexist_drops_entry", "cto", "dir_rename", "silly_rename", "on_node")
 TTL_PAIRS = (("acregmin", "acregmax"), ("acdirmin", "acdirmax"))
 NUMBERS = ("positive_ttl", "negative_ttl", "mtime_granularity", "rpc_latency", "local_latency")
 STRINGS = ("name", "notes")
