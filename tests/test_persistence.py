@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 import simfs
 from simfs import profiles
-from simfs.server import ROOT, Server
+from simfs.fs.inode import ROOT
+from simfs.fs.server import Server
 
 SECTOR = profiles.get("local").torn_sector  # 4096
 BIG = bytes(range(256)) * 40  # 10240 bytes: three sectors, the last one partial

@@ -2,7 +2,7 @@
 
 from hypothesis import given, strategies as st
 
-from simfs.rope import Rope
+from simfs.fs.rope import Rope
 
 _ops = st.lists(
     st.one_of(
