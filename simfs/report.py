@@ -77,12 +77,25 @@ class HangInfo:
 
 
 @dataclass
+class ThreadError:
+    """An exception that ended a thread a rank started (after the rank's threading.excepthook)."""
+
+    thread: str
+    error: BaseException
+    traceback: str
+
+    def __str__(self) -> str:
+        return f"thread {self.thread!r} raised {type(self.error).__name__}: {self.error}"
+
+
+@dataclass
 class Result:
     """The outcome of one ``Cluster.run``. Keys of the dicts are global ranks."""
 
     returns: dict[int, Any]
     errors: dict[int, BaseException]
     tracebacks: dict[int, str]
+    thread_errors: dict[int, list[ThreadError]]
     crashed: dict[int, CrashInfo]
     hung: dict[int, Any]
     virtual_time: float
@@ -95,7 +108,9 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        return not self.errors and not self.crashed and not self.hung
+        """No rank raised, crashed or hung, and no thread a rank started died of an exception
+        (a thread's uncaught exception is a bug even when the rank goes on)."""
+        return not self.errors and not self.crashed and not self.hung and not self.thread_errors
 
     def summary(self) -> str:
         """A human-readable account of the run."""
@@ -109,6 +124,8 @@ class Result:
             lines.append(f"  hung: {info}")
         for rank, exc in sorted(self.errors.items()):
             lines.append(f"  rank {rank} raised {type(exc).__name__}: {exc}")
+        for rank, failures in sorted(self.thread_errors.items()):
+            lines.extend(f"  rank {rank}: {failure}" for failure in failures)
         lines.extend(f"  note: {n}" for n in self.notes)
         lines.append(f"  replay: {self.replay}")
         return "\n".join(lines)
@@ -131,6 +148,9 @@ def result_to_json(result: Result, *, trace: bool = False) -> dict[str, Any]:
                    for r, e in sorted(result.errors.items())},
         "crashed": {str(r): {"node": c.node, "time": c.time, "op": c.op, "path": c.path, "where": c.where, "why": c.why}
                     for r, c in sorted(result.crashed.items())},
+        "thread_errors": {str(r): [{"thread": t.thread, "type": type(t.error).__name__, "message": str(t.error),
+                                    "traceback": t.traceback} for t in ts]
+                          for r, ts in sorted(result.thread_errors.items())},
         "hung": {str(r): {"what": h.what, "since": h.since, "waited": h.waited, "waiting_for": h.waiting_for,
                           "where": h.where} for r, h in sorted(result.hung.items())},
         "notes": list(result.notes),

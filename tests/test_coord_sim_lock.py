@@ -220,7 +220,8 @@ def _gen(n: int) -> str:
     return f"{LOCK}.{n:012d}"
 
 
-@pytest.mark.parametrize("profile", SAFE)
+# a `local` shared mount is node 0's own disk: crashing node 0 takes the filesystem down with it
+@pytest.mark.parametrize("profile", [p for p in SAFE if p != "local"])
 @given(seed=st.integers(0, 2**32 - 1), lease=st.sampled_from([3.0, 20.0, 45.0]), crash_after=st.floats(0.1, 3.0))
 @settings(max_examples=6)
 def test_lease_takeover_after_holder_node_crash(profile, seed, lease, crash_after) -> None:

@@ -466,8 +466,37 @@ def test_exception_in_rank_thread_is_reported() -> None:
     result = simfs.Cluster(nodes=1, ranks_per_node=1, seed=0).run(job)
     assert result.returns == {0: 1}
     # a real process prints it through threading.excepthook; simfs must not swallow it
-    reported = "\n".join(result.notes) + "\n".join(map(repr, result.errors.values()))
-    assert "boom in a rank thread" in reported, result.summary()
+    [failure] = result.thread_errors[0]
+    assert failure.thread == "failing-worker"
+    assert isinstance(failure.error, RuntimeError) and "boom in a rank thread" in failure.traceback
+    assert not result.ok, "an uncaught exception in a rank's thread fails the run"
+    assert "failing-worker" in result.summary()
+
+
+def test_exception_in_rank_thread_calls_the_ranks_excepthook() -> None:
+    """The rank's own threading.excepthook sees the exception; the host's hook does not."""
+    host_calls: list[str] = []
+    host_hook = threading.excepthook
+    threading.excepthook = lambda args: host_calls.append(str(args.exc_value))
+    try:
+        def job() -> list[str]:
+            seen: list[str] = []
+            threading.excepthook = lambda args: seen.append(f"{args.thread.name}: {args.exc_value}")
+
+            def bad() -> None:
+                raise ValueError("from the worker")
+
+            t = threading.Thread(target=bad, name="w")
+            t.start()
+            t.join()
+            return seen
+
+        result = simfs.Cluster(nodes=1, ranks_per_node=2, seed=0).run(job)
+    finally:
+        threading.excepthook = host_hook
+    assert result.returns == {0: ["w: from the worker"], 1: ["w: from the worker"]}
+    assert host_calls == []
+    assert len(result.thread_errors) == 2 and not result.ok
 
 
 def test_threads_of_a_finished_run_can_be_joined_from_outside() -> None:

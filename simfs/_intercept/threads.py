@@ -110,7 +110,7 @@ def _start(self: threading.Thread) -> None:
         return original(threading.Thread, "start")(self)
     if self._started.is_set():
         raise RuntimeError("threads can only be started once")
-    child = _sched(task).spawn(self.run, task.rank, task.context, f"rank{task.rank}/{self.name}",
+    child = _sched(task).spawn(lambda: _thread_main(self), task.rank, task.context, f"rank{task.rank}/{self.name}",
                                is_main=False, gr_context=contextvars.copy_context())
     child.owner = self
     child.daemon = self.daemon
@@ -120,6 +120,23 @@ def _start(self: threading.Thread) -> None:
         self._native_id = self._ident
     self._started.set()
     return None
+
+
+def _thread_main(thread: threading.Thread) -> None:
+    """What Thread._bootstrap_inner does around run(): an uncaught exception goes to the rank's
+    threading.excepthook (which prints it to the rank's stderr by default) and into the result."""
+    try:
+        thread.run()
+    except SystemExit:
+        return
+    except BaseException as exc:
+        hook = threading.excepthook
+        try:
+            hook(threading.ExceptHookArgs((type(exc), exc, exc.__traceback__, thread)))
+        except BaseException as hook_error:  # as CPython does: a failing hook is reported instead
+            threading.__excepthook__(threading.ExceptHookArgs(
+                (type(hook_error), hook_error, hook_error.__traceback__, thread)))
+        raise
 
 
 def _join(self: threading.Thread, timeout: float | None = None) -> None:

@@ -43,9 +43,10 @@ class Filesystems:
         self.choices = ChoiceProxy()
         self.meter = Meter()
         self.interleave_hook: Callable[[], None] | None = None  # set while a run is going
-        self.shared = [Mount(path, prof, list(range(nodes)), self.clock, self.choices, self.meter, self.interleave)
-                       for path, prof in mounts.items()]
-        self.local = [Mount("/", local, [n], self.clock, self.choices, self.meter, self.interleave)
+        # a shared mount whose profile is a disk inside a node is node 0's disk
+        self.shared = [Mount(path, prof, list(range(nodes)), self.clock, self.choices, self.meter, self.interleave,
+                             host=0 if prof.on_node else None) for path, prof in mounts.items()]
+        self.local = [Mount("/", local, [n], self.clock, self.choices, self.meter, self.interleave, host=n)
                       for n in range(nodes)]
         self._devs = {id(m): i + 1 for i, m in enumerate([*self.shared, *self.local])}
         for disk in self.local:
@@ -71,15 +72,14 @@ class Filesystems:
                 return mount
         raise ValueError(f"no shared mount at {path!r}; mounts: {[m.path for m in self.shared]}")
 
-    def node_lost_power(self, node: int) -> str:
-        """A node crashed: its clients forget everything (dirty data is lost) and its local disk
-        keeps what a crash state allows. Returns the disk's crash summary."""
-        for mount in self.shared:
+    def node_lost_power(self, node: int) -> list[tuple[str, str]]:
+        """A node crashed: its clients forget everything (dirty data is lost) and its disks (its
+        local disk, and shared mounts that are disks inside it) keep what a crash state allows.
+        Returns (mount point, crash summary) of each disk."""
+        for mount in [*self.shared, self.local[node]]:
             mount.node_crashed(node)
-        disk = self.local[node]
-        summary = disk.server.crash(self.choices)
-        disk.node_crashed(node)
-        return summary
+        disks = [m for m in self.shared if m.host == node] + [self.local[node]]
+        return [(disk.path, disk.server.crash(self.choices)) for disk in disks]
 
 
 def _make_dirs(server: Server, paths: list[str]) -> None:

@@ -14,8 +14,9 @@ class Mount:
     """A filesystem mounted at ``path`` on ``nodes`` (a node-local disk has one node)."""
 
     def __init__(self, path: str, profile: Profile, nodes: list[int], clock: Callable[[], float],
-                 choices: Draws, meter: Meter, interleave: Callable[[], None]) -> None:
+                 choices: Draws, meter: Meter, interleave: Callable[[], None], host: int | None = None) -> None:
         self.path = path
+        self.host = host  # the node this filesystem is a disk of (None: a network server)
         self.profile = profile
         self.server = Server(profile, clock, path)
         self.clients = {n: Client(self.server, self, n, clock, choices, meter) for n in nodes}

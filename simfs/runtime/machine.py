@@ -8,7 +8,6 @@ import fcntl
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import TaskKilled
 from ..faults import CrashNode, CrashServer, EvictClient
 from ..fs.filesystems import Filesystems
 from ..fs.mount import Mount
@@ -86,11 +85,6 @@ class Machine:
         task = current_task()
         if task is None:
             return self.now()
-        if task.pending is not None:
-            exc, task.pending = task.pending, None
-            raise exc
-        if not proc.alive:
-            raise TaskKilled(f"node {proc.node} crashed: its processes can do nothing more")
         self.node_ops[proc.node] += 1
         self.total_ops += 1
         proc.last_op = (op, path)
@@ -100,10 +94,7 @@ class Machine:
             self.trace.append(TraceEvent(self.sched.now, proc.rank, proc.node, op, path,
                                          errno.errorcode.get(exc.errno, "error") + " (injected)"))
             raise
-        if task.pending is not None:  # this very operation crashed our node
-            exc, task.pending = task.pending, None
-            raise exc
-        return self.sched.now
+        return self.sched.now  # (a crash this operation triggered never returns here)
 
     def finish(self, proc: Process, op: str, path: str, start: float, outcome: str) -> None:
         self.trace.append(TraceEvent(start, proc.rank, proc.node, op, path, outcome))
@@ -153,24 +144,29 @@ class Machine:
 
     # -- faults ----------------------------------------------------------------------------------
     def crash_node(self, node: int, why: str) -> None:
+        """A node loses power: its processes are gone (no code of theirs runs again), its caches
+        and dirty data are lost, its disks keep what a crash state allows."""
         if node in self.crashed_nodes:
             return
         self.crashed_nodes[node] = why
         self.note("crash", f"node{node}", why, node=node)
         for proc in self.processes:
             if proc.node == node:
-                proc.alive = False  # descriptors stay in the table: later calls meet TaskKilled, not EBADF
-        summary = self.fs.node_lost_power(node)
+                proc.alive = False
+        for path, summary in self.fs.node_lost_power(node):
+            self.note("disk-crash", f"node{node}:{path}", summary, node=node)
         for mount in self.fs.shared:
             for table in mount.lock_tables():
                 for ino in table.release_where(lambda owner: getattr(owner, "node", None) == node):
                     self.sched.notify_all(table.queue(ino))
-        self.note("disk-crash", f"node{node}:/", summary, node=node)
         if self.on_crash is not None:
             self.on_crash(node, why)
-        for task in self.sched.tasks:
-            if task.context is not None and task.context.node == node:
-                self.sched.kill(task, f"node {node} crashed ({why})")
+        current = self.sched.current
+        for task in list(self.sched.tasks):
+            if task.context.node == node and task is not current:
+                self.sched.abandon(task, f"node {node} crashed ({why})")
+        if current is not None and current.context.node == node:
+            self.sched.abandon(current, f"node {node} crashed ({why})")  # does not return
 
     def fire(self, fault: Any, why: str) -> None:
         """Carry out a crash or an eviction that the fault engine says is due."""
@@ -182,7 +178,13 @@ class Machine:
             self.evict_client(fault.node, fault.mount, why)
 
     def crash_server(self, mount_path: str, why: str) -> None:
-        summary = self.fs.mount_named(mount_path).server.crash(self.fs.choices)
+        """The storage server of a mount restarts; if the mount is a disk inside a node, that
+        is a power loss of the node."""
+        mount = self.fs.mount_named(mount_path)
+        if mount.host is not None:
+            self.crash_node(mount.host, f"{why}: {mount_path} is a disk inside node {mount.host}")
+            return
+        summary = mount.server.crash(self.fs.choices)
         self.note("server-crash", mount_path, f"{summary} ({why})")
 
     def evict_client(self, node: int, mount_path: str, why: str) -> None:

@@ -18,17 +18,16 @@ from ..choices import ChoiceSource
 from ..errors import OutsideSimulation, SimfsError, TaskKilled
 from ..faults import Fault
 from ..fs.filesystems import Filesystems
-from ..report import CrashInfo, HangInfo, Result, format_exception, user_frame
+from ..report import CrashInfo, HangInfo, Result, ThreadError, format_exception, user_frame
 from .dist import DistWorld
+from .hostguard import HostGuard
 from .hostpaths import HostPaths
 from .machine import Machine
 from .marshal import Marshal
 from .process import Process, torchrun_env
+from .procglobals import ProcessGlobals
 from .scheduler import DONE, Scheduler, Task, task_frame
 from .syscalls import Syscalls
-
-_MAX_UNWIND_ROUNDS = 10
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -89,11 +88,17 @@ class Run:
         self.machine.faults.arm_timers()
         wall0 = _real.perf_counter()
         start = self.sched.now
+        guard = HostGuard()
+        per_process = ProcessGlobals()
+        self.sched.enter = per_process.enter
         sim = threading.Thread(target=self._drive, name="simfs-run", daemon=True)
         sim.start()
         try:
             self._supervise(sim)
+            sim.join()
         finally:
+            per_process.leave()
+            guard.restore()
             self.machine.close()
             self.fs.choices.source = None
         wall = _real.perf_counter() - wall0
@@ -125,8 +130,6 @@ class Run:
 
     def _rank_body(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Callable[[], Any]:
-        sched = self.sched
-
         def body() -> Any:
             try:
                 return job(*args, **kwargs)
@@ -135,14 +138,24 @@ class Run:
                     return None
                 raise
             finally:
-                if proc.alive:
-                    _wait_for_threads(sched, proc.rank)
-                    proc.sys.exit_process()
+                _wait_for_threads(self.sched, proc.rank)
+                self._end_process(proc, "its process exited")
         return body
+
+    def _end_process(self, proc: Process, reason: str) -> None:
+        """The process is over: its remaining threads end with it and the kernel closes the
+        files it left open (flushing what they hold, as close on Linux does)."""
+        if not proc.alive:
+            return
+        for task in self.sched.threads.get(proc.rank, ()):
+            if task is not self.sched.current:
+                self.sched.abandon(task, reason)
+        proc.sys.exit_process()
 
     # -- the simulation thread ---------------------------------------------------------------------
     def _drive(self) -> None:
-        """Run, then deal with ranks that can never run again."""
+        """Run until every rank is done, the run's time limit passes, or the run is aborted;
+        ranks still running then are ended (as a job scheduler kills a job)."""
         sched, state = self.sched, self.state
         limit = sched.now + self.settings.time_limit
         marshal = self.marshal
@@ -151,40 +164,33 @@ class Run:
             return marshal is not None and marshal.failure is not None
 
         try:
-            for _ in range(_MAX_UNWIND_ROUNDS):
-                sched.run(stop=lambda: aborted() or sched.now > limit, tick=_young_gc)
-                live = sched.live()
-                if not live:
-                    break
-                for task in live:
-                    if sched.now > limit and not aborted():
-                        self._out_of_time(task)
-                    else:
-                        self._settle(task, aborted())
-            else:
+            sched.run(stop=lambda: aborted() or sched.now > limit, tick=_young_gc)
+            if aborted():
+                reason = "the run was aborted"
+            elif sched.now > limit:
+                reason = "the run reached its virtual time limit"
                 for task in sched.live():
-                    task.state = DONE
-                    state.notes.append(f"{task.name} ignored being killed and was abandoned")
+                    self._out_of_time(task)
+            else:
+                reason = "deadlock: nothing could ever wake it"
+                for task in sched.live():
+                    self._record_hang(task)
+            for task in sched.live():
+                sched.abandon(task, reason)
+            for proc in self.machine.processes:
+                self._end_process(proc, reason)
         except BaseException as exc:  # a simfs defect: surfaced to the caller
             state.error = exc
         finally:
             state.done.set()
 
-    def _settle(self, task: Task, aborting: bool) -> None:
-        sched, state = self.sched, self.state
-        if aborting:
-            sched.kill(task, "run aborted")
-            return
-        main = sched.mains.get(task.rank)
-        if not task.is_main and main is not None and main.state == DONE:
-            sched.kill(task, "its process exited")
-            return
+    def _record_hang(self, task: Task) -> None:
+        state = self.state
         if task.is_main and task.rank not in state.hung and task.waiting is not None:
             waiting_for = task.waiting.peers() if task.waiting.peers else []
             state.hung[task.rank] = HangInfo(task.rank, task.waiting.what, task.blocked_since,
-                                             sched.now - task.blocked_since, waiting_for,
+                                             self.sched.now - task.blocked_since, waiting_for,
                                              user_frame(task_frame(task)))
-        sched.kill(task, "deadlock: nothing could ever wake it")
 
     def _out_of_time(self, task: Task) -> None:
         limit = self.settings.time_limit
@@ -192,7 +198,6 @@ class Run:
             self.state.hung[task.rank] = HangInfo(
                 task.rank, f"a run that reached its virtual time limit ({limit:g}s)",
                 self.sched.now - limit, limit, [], user_frame(task_frame(task)))
-        self.sched.kill(task, "the run reached its virtual time limit")
 
     def _record_crash(self, node: int, why: str) -> None:
         sched = self.sched
@@ -236,18 +241,21 @@ class Run:
         returns: dict[int, Any] = {}
         errors: dict[int, BaseException] = {}
         tracebacks: dict[int, str] = {}
+        thread_errors: dict[int, list[ThreadError]] = {}
         for task in sched.tasks:
             error, rank = task.error, task.rank
             if not task.is_main:
                 if error is not None and not isinstance(error, TaskKilled):
-                    state.notes.append(f"rank {rank}: exception in thread {task.name!r}:\n" + format_exception(error))
+                    name = task.owner.name if task.owner is not None else task.name
+                    thread_errors.setdefault(rank, []).append(ThreadError(name, error, format_exception(error)))
             elif error is None:
                 returns[rank] = task.result
             elif not (isinstance(error, TaskKilled) and (rank in state.crashed or rank in state.hung)):
                 errors[rank] = error
                 tracebacks[rank] = format_exception(error)
         hung = {**self.world.hangs, **state.hung}
-        return Result(returns=returns, errors=errors, tracebacks=tracebacks, crashed=state.crashed, hung=hung,
+        return Result(returns=returns, errors=errors, tracebacks=tracebacks, thread_errors=thread_errors,
+                      crashed=state.crashed, hung=hung,
                       virtual_time=sched.now - start, wall_time=wall, trace=self.machine.trace, replay=replay,
                       ops=self.machine.total_ops, switches=sched.switches, notes=state.notes)
 

@@ -17,6 +17,7 @@ from ..errors import TaskKilled
 from .waitqueue import WaitQueue
 
 READY, BLOCKED, DONE = "ready", "blocked", "done"
+_FOREVER = 1e15  # a timeout this long (or infinite) is no timeout: the run's time limit comes first
 
 
 class Task:
@@ -24,8 +25,8 @@ class Task:
 
     __slots__ = (
         "tid", "glet", "rank", "context", "name", "is_main", "daemon", "state", "token",
-        "woken", "waiting", "blocked_since", "pending", "result", "error", "finished", "owner",
-        "atomic", "owed", "deadline",
+        "woken", "waiting", "blocked_since", "interrupts", "result", "error", "finished", "owner",
+        "atomic", "owed", "deadline", "host_calls",
     )
 
     def __init__(self, tid: int, rank: int, context: Any, name: str, is_main: bool) -> None:
@@ -40,7 +41,8 @@ class Task:
         self.woken = False
         self.waiting: WaitQueue | None = None
         self.blocked_since = 0.0
-        self.pending: BaseException | None = None
+        self.interrupts: list[Callable[[], None]] = []  # run in the task when it next resumes (signals)
+        self.host_calls = 0  # >0: simfs itself is calling the real machine on this task's behalf
         self.result: Any = None
         self.error: BaseException | None = None
         self.finished = WaitQueue(f"join({name})")
@@ -97,6 +99,8 @@ class Scheduler:
         self.mains: dict[int, Task] = {}  # rank -> its main task
         self.threads: dict[int, list[Task]] = {}  # rank -> the threads it started
         self.current: Task | None = None
+        self.enter: Callable[[Any], None] | None = None  # called with a task's context when it differs from the last
+        self._entered: Any = None
         self.switches = 0
         self._next_tid = 0
         self._loop: greenlet | None = None
@@ -181,10 +185,10 @@ class Scheduler:
             if isinstance(item, Event):
                 item.fn()
                 continue
-            if item.pending is not None and not item.glet:
-                item.error, item.pending, item.state = item.pending, None, DONE  # killed before it started
-                TASKS.pop(item.glet, None)
-                continue
+            if item.context is not self._entered:
+                self._entered = item.context
+                if self.enter is not None:
+                    self.enter(item.context)
             self.current = item
             self.switches += 1
             item.glet.switch()
@@ -197,16 +201,19 @@ class Scheduler:
     # -- called from tasks -----------------------------------------------------------------
     def _switch_out(self, task: Task) -> None:
         self._loop.switch()
-        if task.pending is not None:
-            exc, task.pending = task.pending, None
-            raise exc
+        if task.interrupts:
+            self.interrupted(task)
+
+    def interrupted(self, task: Task) -> None:
+        """Run what was delivered to the task while it waited (signal handlers)."""
+        while task.interrupts:
+            task.interrupts.pop(0)()
 
     def elapse(self, cost: float) -> None:
         """The running task spent ``cost`` virtual seconds; others due earlier run first."""
         task = self.current
-        if task.pending is not None:
-            exc, task.pending = task.pending, None
-            raise exc
+        if task.interrupts:
+            self.interrupted(task)
         if cost <= 0:
             return
         if task.atomic:
@@ -230,22 +237,21 @@ class Scheduler:
     def block(self, queue: WaitQueue, timeout: float | None = None) -> bool:
         """Wait until notified (True) or until ``timeout`` virtual seconds pass (False)."""
         task = self.current
-        if task.pending is not None:
-            exc, task.pending = task.pending, None
-            raise exc
+        if task.interrupts:
+            self.interrupted(task)
         task.state = BLOCKED
         task.waiting = queue
         task.woken = False
         task.blocked_since = self.now
         queue.waiters.append(task)
         task.token += 1  # any earlier queue entry is void
-        task.deadline = None if timeout is None else self.now + max(timeout, 0.0)
+        task.deadline = None if timeout is None or timeout >= _FOREVER else self.now + max(timeout, 0.0)
         if task.deadline is not None:
             self._enqueue(task, task.deadline)
         try:
             self._switch_out(task)
         finally:
-            if not task.woken and task in queue.waiters:  # timed out or killed
+            if not task.woken and task in queue.waiters:  # timed out, or interrupted
                 queue.waiters.remove(task)
             task.state = READY
             task.waiting = None
@@ -260,17 +266,23 @@ class Scheduler:
     def notify_all(self, queue: WaitQueue) -> None:
         self._wake_all(queue)
 
-
-    def kill(self, task: Task, reason: str) -> None:
-        """Make a task unwind with TaskKilled the next time it would run."""
+    def abandon(self, task: Task, reason: str) -> None:
+        """The task is gone (its process died): it never runs again, not even its ``finally``
+        blocks, as a killed process runs none. Its greenlet is kept until the simulation thread
+        has exited, when it is dropped without running (greenlets of a dead thread never run)."""
         if task.state == DONE:
-            return
-        task.pending = TaskKilled(reason)
-        if task is self.current:
             return
         if task.waiting is not None and task in task.waiting.waiters:
             task.waiting.waiters.remove(task)
-        self._enqueue(task, self.now)
+        task.waiting = None
+        task.state = DONE
+        task.token += 1  # its queue entries are void
+        task.error = TaskKilled(reason)
+        task.interrupts.clear()
+        TASKS.pop(task.glet, None)
+        self._wake_all(task.finished)
+        if task is self.current:
+            self._loop.switch()  # never switched back to
 
     def progressing(self, task: Task) -> bool:
         """True if ``task`` will run again without anyone waking it (ready, or a timed wait)."""

@@ -1,0 +1,134 @@
+"""Interpreter-wide names that a real process owns alone (sys.stdout, sys.argv, the exception
+hooks, libraries' fork-detection state keyed on the pid): each simulated process gets its own
+value, swapped in while its tasks run; the host's values are back when the run ends."""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .process import Process
+
+Make = Callable[[Process, Any], Any]  # (process, the host's value) -> the process's first value
+
+
+class RankStream(io.TextIOBase):
+    """A rank's sys.stdout/stderr: writes reach the host's stream of the run's start; closing or
+    replacing it changes only the rank's own view. Its stdin reads as /dev/null does."""
+
+    def __init__(self, host: Any, fd: int) -> None:
+        super().__init__()
+        self._host = host
+        self._fd = fd
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._host, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self._host, "errors", None)
+
+    def writable(self) -> bool:
+        return self._fd != 0
+
+    def readable(self) -> bool:
+        return self._fd == 0
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        self._checkClosed()  # type: ignore[attr-defined]
+        if self._fd == 0:
+            raise io.UnsupportedOperation("not writable")
+        if self._host is None:
+            return len(text)
+        return self._host.write(text)  # type: ignore[no-any-return]
+
+    def flush(self) -> None:
+        self._checkClosed()  # type: ignore[attr-defined]
+        if self._host is not None and self._fd != 0:
+            self._host.flush()
+
+    def read(self, size: int | None = -1) -> str:
+        self._checkClosed()  # type: ignore[attr-defined]
+        return ""
+
+    def readline(self, size: int | None = -1) -> str:
+        self._checkClosed()  # type: ignore[attr-defined]
+        return ""
+
+    def __repr__(self) -> str:
+        return f"<simfs rank stream fd={self._fd}>"
+
+
+def _fresh_fork_state(proc: Process, host: Any) -> Any:
+    """filelock (4.x) tells a forked child by comparing os.getpid() with a module-wide state:
+    each simulated process has its own, made for its pid."""
+    state = type(host)()
+    state.pid = proc.pid
+    return state
+
+
+# (module name, attribute, how a process gets its first value)
+SLOTS: list[tuple[str, str, Make]] = [
+    ("sys", "stdout", lambda proc, host: RankStream(host, 1)),
+    ("sys", "stderr", lambda proc, host: RankStream(host, 2)),
+    ("sys", "stdin", lambda proc, host: RankStream(None, 0)),
+    ("sys", "argv", lambda proc, host: list(host)),
+    ("sys", "path", lambda proc, host: list(host)),
+    ("sys", "excepthook", lambda proc, host: sys.__excepthook__),
+    ("sys", "displayhook", lambda proc, host: sys.__displayhook__),
+    ("sys", "unraisablehook", lambda proc, host: sys.__unraisablehook__),
+    ("threading", "excepthook", lambda proc, host: threading.__excepthook__),
+    ("filelock._api", "_FORK_STATE", _fresh_fork_state),
+]
+
+
+class ProcessGlobals:
+    """Swaps the SLOTS values of one process in (``enter``) and the host's back (``leave``)."""
+
+    def __init__(self) -> None:
+        self._installed: Process | None = None
+        self._host: dict[tuple[str, str], Any] = {}
+        self._tables: dict[int, dict[tuple[str, str], Any]] = {}  # id(process) -> its values
+
+    def enter(self, proc: Process | None) -> None:
+        if proc is self._installed:
+            return
+        modules = sys.modules
+        slots = [(m, name, make) for m, name, make in SLOTS if m in modules]
+        self._save(slots)
+        if proc is None:
+            values: dict[tuple[str, str], Any] = self._host
+        else:
+            values = self._tables.setdefault(id(proc), {})
+        for module_name, name, make in slots:
+            key = (module_name, name)
+            if key not in values:
+                values[key] = make(proc, self._host[key]) if proc is not None else self._host[key]
+            setattr(modules[module_name], name, values[key])
+        self._installed = proc
+
+    def _save(self, slots: list[tuple[str, str, Make]]) -> None:
+        """Remember the installed process's current values (it may have reassigned them)."""
+        proc = self._installed
+        table = self._host if proc is None else self._tables[id(proc)]
+        modules = sys.modules
+        for module_name, name, _ in slots:
+            key = (module_name, name)
+            if proc is None or key in table:
+                table[key] = getattr(modules[module_name], name)
+            elif key not in self._host:  # a module imported during the run: its value is the host's
+                self._host[key] = getattr(modules[module_name], name)
+
+    def leave(self) -> None:
+        """The run is over: the host's values are installed again."""
+        self.enter(None)
