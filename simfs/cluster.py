@@ -22,6 +22,11 @@ from .runtime.marshal import Marshal
 from .runtime.run import Run, Settings
 
 _WHERE = "Cluster"
+# Virtual seconds between a run that crashed and the next run (the restarted job): the NFSv4
+# lease and grace period of Linux nfsd (90 s, nfsd4_init_leases_net in fs/nfsd/nfs4state.c),
+# which a restarted job waits out before it can reclaim its state; a node power cycle takes
+# longer. Survivors' caches age by it, as they would.
+RESTART_GAP = 90.0
 
 
 class Cluster:
@@ -36,7 +41,8 @@ class Cluster:
                  local_profile: str | Profile = "local", cwd: str | None = None, watchdog: float = 60.0,
                  collective_timeout: float = DEFAULT_TIMEOUT, collective_latency: float = 5e-5,
                  collective_bandwidth: float = 1e10, dist_initialized: bool = True,
-                 env: dict[str, str] | None = None, time_limit: float = 30 * 86400.0) -> None:
+                 env: dict[str, str] | None = None, time_limit: float = 30 * 86400.0,
+                 restart_gap: float = RESTART_GAP) -> None:
         checks.count(_WHERE, "nodes", nodes, 1, checks.MAX_NODES)
         checks.count(_WHERE, "ranks_per_node", ranks_per_node, 1, checks.MAX_RANKS)
         if nodes * ranks_per_node > checks.MAX_RANKS:
@@ -57,10 +63,12 @@ class Cluster:
             collective_bandwidth=checks.bandwidth(_WHERE, "collective_bandwidth", collective_bandwidth),
             dist_initialized=dist_initialized,
         )
+        self.restart_gap = checks.seconds(_WHERE, "restart_gap", restart_gap)
         self.faults = self._check_faults(faults)
         self.fs = Filesystems(nodes, self.profiles, self.local_profile)
         self._host = HostPaths()
         self.runs = 0
+        self._restarting = False  # the last run crashed a node or a server
 
     # settings, as attributes
     nodes = property(lambda self: self.settings.nodes)
@@ -125,6 +133,8 @@ class Cluster:
              faults: Iterable[Fault] | None, choices: Any) -> Result:
         index = self.runs
         self.runs += 1
+        if self._restarting:
+            self.fs.clock.now += self.restart_gap
         fault_list = self.faults if faults is None else self._check_faults(faults)
         source = SeededChoices(derive_seed(self.seed, "run", index)) if choices is None else as_choice_source(choices)
         recorder = None if isinstance(source, SeededChoices) else RecordingChoices(source)
@@ -135,6 +145,7 @@ class Cluster:
         if recorder is not None:
             spec["draws"] = recorder.draws  # filled in as the run draws
         result = run.execute(job, args, kwargs, "")
+        self._restarting = run.machine.crashes > 0
         result.replay = encode(spec)
         return result
 

@@ -57,6 +57,7 @@ class Machine:
         self.total_ops = 0
         self.processes: list[Process] = []
         self.crashed_nodes: dict[int, str] = {}
+        self.crashes = 0  # nodes and servers that crashed in this run
         self.on_crash: Any = None  # callback(node, why) set by the cluster for its report
         for mount in fs.shared:
             for client in mount.clients.values():
@@ -149,6 +150,7 @@ class Machine:
         if node in self.crashed_nodes:
             return
         self.crashed_nodes[node] = why
+        self.crashes += 1
         self.note("crash", f"node{node}", why, node=node)
         for proc in self.processes:
             if proc.node == node:
@@ -185,6 +187,7 @@ class Machine:
             self.crash_node(mount.host, f"{why}: {mount_path} is a disk inside node {mount.host}")
             return
         summary = mount.server.crash(self.fs.choices)
+        self.crashes += 1
         self.note("server-crash", mount_path, f"{summary} ({why})")
 
     def evict_client(self, node: int, mount_path: str, why: str) -> None:
