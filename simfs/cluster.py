@@ -17,7 +17,7 @@ from .profiles import Profile, get
 from .report import Result
 from .runspec import decode, encode, job_reference, json_safe, profile_from_spec, profile_spec, resolve_job
 from .runtime.dist import DEFAULT_TIMEOUT
-from .runtime.hostpaths import HostPaths
+from .runtime.hostpaths import host_paths
 from .runtime.marshal import Marshal
 from .runtime.run import Run, Settings
 
@@ -66,7 +66,6 @@ class Cluster:
         self.restart_gap = checks.seconds(_WHERE, "restart_gap", restart_gap)
         self.faults = self._check_faults(faults)
         self.fs = Filesystems(nodes, self.profiles, self.local_profile)
-        self._host = HostPaths()
         self.runs = 0
         self._restarting = False  # the last run crashed a node or a server
 
@@ -140,7 +139,7 @@ class Cluster:
         recorder = None if isinstance(source, SeededChoices) else RecordingChoices(source)
         marshal = Marshal(recorder or source) if getattr(source, "thread_bound", False) else None
         draws: ChoiceSource = marshal or recorder or source
-        run = Run(self.settings, self.fs, self._host, index, fault_list, draws, marshal)
+        run = Run(self.settings, self.fs, host_paths(), index, fault_list, draws, marshal)
         spec = self._replay_spec(job, args, kwargs, index, fault_list)
         if recorder is not None:
             spec["draws"] = recorder.draws  # filled in as the run draws

@@ -27,6 +27,20 @@ class BypassError(SimfsError):
         return type(self), (self.call, why, instead)
 
 
+class RankKilled(SimfsError):
+    """A rank's process was killed by a signal (default action), so it ran no more code."""
+
+    def __init__(self, rank: int, signum: int, sender: str) -> None:
+        import signal
+
+        name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else f"signal {signum}"
+        super().__init__(f"rank {rank} was killed by {name} ({sender})")
+        self.rank, self.signum = rank, signum
+
+    def __reduce__(self) -> tuple[type, tuple[int, int, str]]:
+        return type(self), (self.rank, self.signum, str(self).rpartition("(")[2].rstrip(")"))
+
+
 class CollectiveMismatch(SimfsError, RuntimeError):
     """Ranks of one group called different collectives at the same position."""
 

@@ -4,6 +4,7 @@ that nothing a rank does reaches the real machine (while the host process is lef
 from __future__ import annotations
 
 import datetime
+import errno
 import fcntl
 import gzip
 import logging
@@ -276,18 +277,30 @@ def test_bypass_error_is_reported_when_uncaught():
     assert 'os.system("true")' in result.tracebacks[0]
 
 
-def test_real_descriptor_calls_still_work_inside_ranks(tmp_path):
-    """fcntl on a real descriptor (not a simulated one) is not refused."""
+def test_a_hosts_real_descriptors_are_out_of_a_ranks_reach(tmp_path):
+    """The host's descriptors are not the rank's: fcntl on one is refused, os.read/os.close of
+    one fail with EBADF, and the host's descriptor still works afterwards."""
     real = tmp_path / "real.txt"
     real.write_text("x")
     fd = os.open(real, os.O_RDONLY)
     try:
         def job(fd):
-            return fcntl.fcntl(fd, fcntl.F_GETFD) >= 0
+            out = []
+            try:
+                fcntl.fcntl(fd, fcntl.F_GETFD)
+            except simfs.BypassError as exc:
+                out.append("fcntl.fcntl" in str(exc))
+            for call in (lambda: os.read(fd, 1), lambda: os.close(fd)):
+                try:
+                    call()
+                except OSError as exc:
+                    out.append(exc.errno == errno.EBADF)
+            return out
         result = simfs.Cluster().run(job, fd)
+        assert os.read(fd, 1) == b"x"
     finally:
         os.close(fd)
-    assert result.returns == {0: True}, result.summary()
+    assert result.returns == {0: [True, True, True]}, result.summary()
 
 
 # -- the real Python installation --------------------------------------------------------------------

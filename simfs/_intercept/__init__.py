@@ -1,4 +1,6 @@
-"""Interception of the Python APIs rank code uses, installed once per process.
+"""Interception of the Python APIs rank code uses: installed once per process, verified at
+every run (a rank may have replaced a patched name), refusing by default what it does not
+simulate, with an audit hook as the backstop.
 
 Outside a simulated rank every patched function behaves exactly as the original; inside one
 it acts on the rank's simulated machine."""
@@ -8,23 +10,28 @@ from __future__ import annotations
 import importlib.util
 import threading
 
-from . import clock, files, oslevel, procstate, stdlib, thirdparty, threads
-from .registry import scan_modules
+from . import audit, clock, files, hostcalls, oslevel, procstate, signals, stdlib, thirdparty, threads
+from .registry import scan_modules, verify
 
 _lock = threading.Lock()
 _installed = False
 
 
 def install() -> None:
-    """Install the patches (first call) and catch up with modules imported since."""
+    """Install the patches (first call), put back any that was replaced, and catch up with
+    modules imported since."""
     global _installed
     with _lock:
         if not _installed:
-            for group in (oslevel, files, procstate, clock, stdlib, threads, thirdparty):
+            for group in (files, procstate, clock, stdlib, threads, signals, thirdparty, hostcalls, oslevel):
                 group.install()
+            oslevel.patch_everything_else()
             if importlib.util.find_spec("fsspec") is not None:
                 from ..fsspec_view import register
 
                 register()
+            audit.install()
             _installed = True
+        else:
+            verify()
         scan_modules()

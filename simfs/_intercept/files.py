@@ -6,7 +6,7 @@ import builtins
 import io
 from typing import Any
 
-from ..runtime.fileobj import SimFileIO, sim_open
+from ..runtime.fileobj import ConsoleIO, SimFileIO, sim_open
 from ..runtime.process import FD_BASE
 from ..runtime.scheduler import Task
 from .registry import current, dispatcher, patch
@@ -24,11 +24,20 @@ class _FileIO(_RealFileIO):
 
     def __new__(cls, file: Any, mode: str = "r", closefd: bool = True, opener: Any = None) -> Any:
         task = current()
-        if task is not None and not (isinstance(file, int) and file < FD_BASE):
+        if task is not None and isinstance(file, int) and 0 <= file < FD_BASE:
+            task.context.console.check(file)
+            return ConsoleIO(task.context.console, file, closefd)
+        if task is not None:
             return SimFileIO(task.context.sys, file, mode.replace("b", ""), closefd, opener)
         if cls is _FileIO:
             return _RealFileIO(file, mode, closefd, opener)
         return super().__new__(cls)
+
+
+def _open_code(task: Task, path: Any) -> Any:
+    """io.open_code inside a rank: what open(path, 'rb') gives there (the Python installation
+    and sys.path are read from the real disk, everything else from the simulated machine)."""
+    return sim_open(task.context.sys, path, "rb")
 
 
 def install() -> None:
@@ -36,3 +45,4 @@ def install() -> None:
     patch(builtins, "open", opener)
     patch(io, "open", opener, scan=False)
     patch(io, "FileIO", _FileIO, scan=False)
+    patch(io, "open_code", dispatcher(io.open_code, _open_code), scan=False)

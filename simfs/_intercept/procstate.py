@@ -8,7 +8,8 @@ import random
 import socket
 import tempfile
 from collections.abc import MutableMapping
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..runtime.scheduler import Task, current_task
 from .registry import original, patch, patch_function
@@ -29,7 +30,7 @@ class EnvironProxy(MutableMapping):
 
     def _env(self) -> Any:
         task = current_task()
-        return self._real if task is None else task.context.env
+        return self._real if task is None or task.host_calls else task.context.env
 
     def __getitem__(self, key: str) -> str:
         return self._env()[key]
@@ -59,6 +60,64 @@ class EnvironProxy(MutableMapping):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
+
+
+class EnvironbProxy(MutableMapping):
+    """os.environb: the rank's environment as bytes inside a rank (the same environment as
+    os.environ, as in a real process), the real one elsewhere."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def _env(self) -> Any:
+        task = current_task()
+        return None if task is None or task.host_calls else task.context.env
+
+    def __getitem__(self, key: bytes) -> bytes:
+        env = self._env()
+        if env is None:
+            return self._real[key]
+        return os.fsencode(env[os.fsdecode(key)])
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        env = self._env()
+        if env is None:
+            self._real[key] = value
+            return
+        if not isinstance(key, bytes) or not isinstance(value, bytes):
+            raise TypeError(f"bytes expected, not {type(value if isinstance(key, bytes) else key).__name__}")
+        env[os.fsdecode(key)] = os.fsdecode(value)
+
+    def __delitem__(self, key: bytes) -> None:
+        env = self._env()
+        if env is None:
+            del self._real[key]
+        else:
+            del env[os.fsdecode(key)]
+
+    def __iter__(self) -> Iterator[bytes]:
+        env = self._env()
+        return iter(list(self._real) if env is None else [os.fsencode(k) for k in env])
+
+    def __len__(self) -> int:
+        env = self._env()
+        return len(self._real if env is None else env)
+
+    def copy(self) -> dict[bytes, bytes]:
+        return dict(self.items())
+
+    def __repr__(self) -> str:
+        return f"environ({dict(self.items())!r})"
+
+
+def _atexit_register(task: Task, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """atexit inside a rank: run at the rank's normal exit, not at the host's."""
+    task.context.atexit.append((fn, args, kwargs))
+    return fn
+
+
+def _atexit_unregister(task: Task, fn: Any) -> None:
+    task.context.atexit[:] = [entry for entry in task.context.atexit if entry[0] != fn]
 
 
 def _uname(task: Task) -> Any:
@@ -93,6 +152,13 @@ def _gettempdir(task: Task) -> str:
 
 def install() -> None:
     patch(os, "environ", EnvironProxy(os.environ))
+    patch(os, "environb", EnvironbProxy(os.environb), scan=False)
+    import atexit
+
+    patch_function(atexit, "register", _atexit_register)
+    patch_function(atexit, "unregister", _atexit_unregister)
+    patch_function(atexit, "_run_exitfuncs", lambda task: task.context.run_atexit())
+    patch_function(atexit, "_clear", lambda task: task.context.atexit.clear())
     patch_function(os, "putenv", lambda task, key, value: None)
     patch_function(os, "unsetenv", lambda task, key: None)
     patch_function(os, "getpid", lambda task: task.context.pid)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import posix
 import sys
 import warnings
 from types import FunctionType, ModuleType
@@ -17,25 +18,53 @@ from ..runtime.scheduler import TASKS, Task
 
 _replacements: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, replacement)
 _originals: dict[tuple[int, str], Any] = {}
+_installed: list[tuple[Any, str, Any]] = []  # (owner, name, replacement): what verify() puts back
 _scanned: dict[str, int] = {}
 _OWN_PREFIX = "simfs"
 
 
 def current() -> Task | None:
-    """The simulated task running on this thread, if any."""
+    """The simulated task running on this thread, if any (None while simfs itself calls the
+    real machine on its behalf)."""
     try:
-        return TASKS.get(getcurrent())
+        task = TASKS.get(getcurrent())
     except RuntimeError:  # asked from a finalizer while a greenlet is being torn down
         return None
+    return None if task is None or task.host_calls else task
+
+
+class host_calls:  # noqa: N801 - used as a context manager, like a function
+    """Inside a rank, calls made in this block act on the real machine (simfs's own reads of
+    real files, such as source lines for tracebacks)."""
+
+    def __enter__(self) -> None:
+        try:
+            self._task = TASKS.get(getcurrent())
+        except RuntimeError:
+            self._task = None
+        if self._task is not None:
+            self._task.host_calls += 1
+
+    def __exit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.host_calls -= 1
 
 
 def patch(owner: Any, name: str, replacement: Any, *, scan: bool = True) -> Any:
     """Set ``owner.name`` to ``replacement``; returns the original. With ``scan``, other
     modules' references to the original are replaced too. A patched os function also takes
-    the original's place in os.supports_fd / supports_dir_fd / supports_follow_symlinks."""
+    the original's place in os.supports_fd / supports_dir_fd / supports_follow_symlinks.
+    A dispatcher is named after where it is installed, so pickle finds it there."""
     original = owner.__dict__.get(name, getattr(owner, name)) if isinstance(owner, type) else getattr(owner, name)
-    _originals[(id(owner), name)] = original
+    _originals.setdefault((id(owner), name), original)
+    if getattr(replacement, "__simfs_patched__", False) and not hasattr(replacement, "__simfs_home__"):
+        replacement.__simfs_home__ = (owner, name)
+        if isinstance(owner, ModuleType):
+            replacement.__module__, replacement.__qualname__ = owner.__name__, name
+        else:
+            replacement.__module__, replacement.__qualname__ = owner.__module__, f"{owner.__qualname__}.{name}"
     setattr(owner, name, replacement)
+    _installed.append((owner, name, replacement))
     if scan:
         _replacements[id(original)] = (original, replacement)
     if owner is os and callable(original):
@@ -49,6 +78,14 @@ def original(owner: Any, name: str) -> Any:
     return _originals[(id(owner), name)]
 
 
+def verify() -> None:
+    """Put back any patch that something replaced since (e.g. importlib.reload(os) in a rank)."""
+    for owner, name, replacement in _installed:
+        current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+        if current is not replacement:
+            setattr(owner, name, replacement)
+
+
 def dispatcher(real: Callable[..., Any], sim: Callable[..., Any]) -> Callable[..., Any]:
     """A function that calls ``sim(task, *args)`` inside a rank and ``real(*args)`` elsewhere."""
 
@@ -58,7 +95,7 @@ def dispatcher(real: Callable[..., Any], sim: Callable[..., Any]) -> Callable[..
             task = TASKS.get(getcurrent())
         except RuntimeError:  # called from a finalizer while a greenlet is being torn down
             task = None
-        if task is None:
+        if task is None or task.host_calls:
             return real(*args, **kwargs)
         return sim(task, *args, **kwargs)
 
@@ -71,7 +108,10 @@ def patch_function(owner: Any, name: str, sim: Callable[..., Any], *, scan: bool
     real = getattr(owner, name)
     if getattr(real, "__simfs_patched__", False):
         return
-    patch(owner, name, dispatcher(real, sim), scan=scan)
+    replacement = dispatcher(real, sim)
+    patch(owner, name, replacement, scan=scan)
+    if owner is os and getattr(posix, name, None) is real:
+        patch(posix, name, replacement, scan=False)  # os and posix name the same functions
 
 
 def scan_modules() -> None:

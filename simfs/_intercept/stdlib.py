@@ -1,20 +1,26 @@
 """Standard-library pieces that reach the real machine underneath os: shutil's fast paths,
-fcntl locks, mmap and subprocess."""
+fcntl locks, mmap, subprocess and _posixsubprocess, ctypes' memory functions, faulthandler,
+importlib.reload, and logging handlers that hold real files."""
 
 from __future__ import annotations
 
+import _posixsubprocess
+import faulthandler
 import fcntl
+import importlib
+import logging
 import mmap
 import os
 import shutil
 import stat
 import subprocess
+import sys
 from typing import Any
 
 from ..errors import BypassError
 from ..runtime.process import FD_BASE
 from ..runtime.scheduler import Task
-from .registry import original, patch, patch_function
+from .registry import host_calls, original, patch, patch_function
 
 
 def _rmtree(task: Task, path: Any, ignore_errors: bool = False, onerror: Any = None, *,
@@ -114,20 +120,103 @@ class _Mmap(mmap.mmap):
         return super().__new__(cls, *args, **kwargs)
 
 
-def _execute_child(self: subprocess.Popen, *args: Any, **kwargs: Any) -> Any:
-    """subprocess.Popen refuses inside a rank (however it was imported): a real child process
-    would read and write the real disk."""
+def _popen_init(self: subprocess.Popen, *args: Any, **kwargs: Any) -> None:  # type: ignore[type-arg]
+    """subprocess.Popen refuses inside a rank (however it was imported), before it makes any
+    pipe: a real child process would read and write the real disk."""
     from .registry import current
 
     if current() is not None:
         raise BypassError("subprocess.Popen", "a real child process would read and write the real disk")
-    return _real_execute_child(self, *args, **kwargs)
+    _real_popen_init(self, *args, **kwargs)
 
 
-_real_execute_child = subprocess.Popen._execute_child
+_real_popen_init = subprocess.Popen.__init__
+
+
+def _refuse(call: str, why: str, instead: str = "") -> Any:
+    def sim(task: Task, *args: Any, **kwargs: Any) -> Any:
+        raise BypassError(call, why, instead)
+    return sim
+
+
+def _reload(task: Task, module: Any) -> Any:
+    """importlib.reload inside a rank: the module is re-executed; simfs's patches of it are
+    then put back (a reloaded os would otherwise reach the real machine)."""
+    from .registry import original, verify
+
+    with host_calls():
+        reloaded = original(importlib, "reload")(module)
+    verify()
+    return reloaded
+
+
+def _faulthandler(name: str) -> Any:
+    """faulthandler inside a rank: a per-process setting with no effect on the host (enabling
+    it would install real signal handlers in the host process)."""
+    def sim(task: Task, *args: Any, **kwargs: Any) -> Any:
+        settings = task.context.settings
+        if name == "enable":
+            settings["faulthandler"] = True
+        elif name == "disable":
+            settings["faulthandler"] = False
+        elif name == "is_enabled":
+            return bool(settings.get("faulthandler", False))
+        elif name == "dump_traceback":
+            import traceback
+
+            out = args[0] if args else kwargs.get("file", sys.stderr)
+            out.write("".join(traceback.format_stack()))
+        return None
+    return sim
+
+
+def _is_real_stream(stream: Any) -> bool:
+    """A file object of the host's (neither a rank's nor a console): writing it would change
+    the real disk."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return isinstance(fd, int) and 3 <= fd < FD_BASE
+
+
+def _emit(task: Task, handler: logging.StreamHandler, record: logging.LogRecord) -> None:  # type: ignore[type-arg]
+    """logging inside a rank: a FileHandler the host configured writes the rank's records to the
+    same path on the rank's simulated machine (as a process that inherited the configuration
+    would); a handler holding another real file of the host is refused."""
+    if isinstance(handler, logging.FileHandler):
+        streams = task.context.settings.setdefault("log_files", {})
+        stream = streams.get(id(handler))
+        if stream is None:
+            stream = streams[id(handler)] = open(handler.baseFilename, "a", encoding=handler.encoding,  # noqa: SIM115
+                                                 errors=handler.errors)
+        try:
+            stream.write(handler.format(record) + handler.terminator)
+            stream.flush()
+        except Exception:  # noqa: BLE001 - as logging does: the handler reports its own failures
+            handler.handleError(record)
+        return
+    if _is_real_stream(handler.stream):
+        raise BypassError("logging.StreamHandler.emit", "the handler holds a real file the host opened",
+                          "configure logging inside the job")
+    original(logging.StreamHandler, "emit")(handler, record)  # a console or an in-memory stream
 
 
 def install() -> None:
+    patch_function(importlib, "reload", _reload)
+    patch_function(_posixsubprocess, "fork_exec", _refuse("_posixsubprocess.fork_exec",
+                                                          "it starts a real process"))
+    for name in ("enable", "disable", "is_enabled", "register", "unregister", "dump_traceback",
+                 "dump_traceback_later", "cancel_dump_traceback_later"):
+        patch_function(faulthandler, name, _faulthandler(name))
+    for name in ("memmove", "memset", "string_at", "wstring_at", "cast"):
+        import ctypes
+
+        patch_function(ctypes, name, _refuse(f"ctypes.{name}", "it reads or writes the host's memory"))
+    import logging.handlers
+
+    for owner in (logging.StreamHandler, logging.FileHandler, logging.handlers.BaseRotatingHandler):
+        patch_function(owner, "emit", _emit)
     patch_function(shutil, "rmtree", _rmtree)
     if hasattr(shutil, "_fastcopy_sendfile"):
         patch_function(shutil, "_fastcopy_sendfile", _no_sendfile, scan=False)
@@ -136,4 +225,4 @@ def install() -> None:
     patch_function(fcntl, "fcntl", _fcntl)
     patch_function(fcntl, "ioctl", _ioctl)
     patch(mmap, "mmap", _Mmap)
-    patch(subprocess.Popen, "_execute_child", _execute_child, scan=False)
+    patch(subprocess.Popen, "__init__", _popen_init, scan=False)

@@ -75,6 +75,11 @@ class SimLock:
     release_lock = release
 
 
+def ident_of(task: Task) -> int:
+    """The thread identifier a simulated thread reports (never a real thread's)."""
+    return _FAKE_IDENT + task.tid
+
+
 def _new_lock(task: Task) -> SimLock:
     return SimLock()
 
@@ -87,7 +92,7 @@ def _stand_in(task: Task) -> threading.Thread:
     """The Thread object a rank's main task sees as current (and as main) thread."""
     if task.owner is None:
         thread = threading.Thread(name="MainThread", daemon=False)
-        thread._ident = _FAKE_IDENT + task.tid
+        thread._ident = ident_of(task)
         task.owner = thread
     return task.owner
 
@@ -101,7 +106,7 @@ def _main_thread(task: Task) -> threading.Thread:
 
 
 def _get_ident(task: Task) -> int:
-    return _FAKE_IDENT + task.tid
+    return ident_of(task)
 
 
 def _start(self: threading.Thread) -> None:
@@ -115,7 +120,7 @@ def _start(self: threading.Thread) -> None:
     child.owner = self
     child.daemon = self.daemon
     self._simfs_task = child
-    self._ident = _FAKE_IDENT + child.tid
+    self._ident = ident_of(child)
     if hasattr(self, "_native_id"):
         self._native_id = self._ident
     self._started.set()
@@ -137,6 +142,15 @@ def _thread_main(thread: threading.Thread) -> None:
             threading.__excepthook__(threading.ExceptHookArgs(
                 (type(hook_error), hook_error, hook_error.__traceback__, thread)))
         raise
+
+
+def _start_new_thread(task: Task, function: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> int:
+    """_thread.start_new_thread inside a rank: a simulated thread of the same rank."""
+    child = _sched(task).spawn(lambda: function(*args, **(kwargs or {})), task.rank, task.context,
+                               f"rank{task.rank}/{getattr(function, '__name__', 'thread')}", is_main=False,
+                               gr_context=contextvars.copy_context())
+    child.daemon = True  # as a _thread thread: nothing joins it at exit
+    return ident_of(child)
 
 
 def _join(self: threading.Thread, timeout: float | None = None) -> None:
@@ -193,6 +207,9 @@ def install() -> None:
     patch_function(_thread, "get_ident", _get_ident)
     if hasattr(threading, "get_native_id"):
         patch_function(threading, "get_native_id", _get_ident)
+    patch_function(_thread, "start_new_thread", _start_new_thread)
+    if hasattr(_thread, "start_new"):
+        patch_function(_thread, "start_new", _start_new_thread)
     patch(threading.Thread, "start", _start, scan=False)
     patch(threading.Thread, "join", _join, scan=False)
     patch(threading.Thread, "is_alive", _is_alive, scan=False)

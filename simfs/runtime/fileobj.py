@@ -141,11 +141,46 @@ class SimFileIO(io.RawIOBase):
         return f"<simfs.SimFileIO name={self.name!r} mode={self._mode!r}>"
 
 
+class ConsoleIO(io.RawIOBase):
+    """A raw file over one of the process's console descriptors (0-2, runtime/console.py)."""
+
+    def __init__(self, console: Any, fd: int, closefd: bool) -> None:
+        super().__init__()
+        self._console, self._fd, self._closefd = console, fd, closefd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def readable(self) -> bool:
+        return self._fd == 0
+
+    def writable(self) -> bool:
+        return self._fd != 0
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._console.read(self._fd, len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def write(self, data: Any) -> int:
+        return self._console.write(self._fd, bytes(data))
+
+    def close(self) -> None:
+        if not self.closed and self._closefd and self._fd not in self._console.closed:
+            self._console.close(self._fd)
+        super().close()
+
+
 def sim_open(sys: Syscalls, file: Any, mode: str = "r", buffering: int = -1, encoding: str | None = None,
              errors: str | None = None, newline: str | None = None, closefd: bool = True, opener: Any = None) -> Any:
     """``open()`` for a simulated process (same rules as io.open)."""
-    if isinstance(file, int) and file < FD_BASE:
-        return _real.builtin_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
+    if isinstance(file, int) and 0 <= file < FD_BASE:
+        sys.proc.console.check(file)
+        raw: Any = ConsoleIO(sys.proc.console, file, closefd)
+        if "b" in mode:
+            return raw if buffering == 0 else io.BufferedWriter(raw) if file else io.BufferedReader(raw)
+        return io.TextIOWrapper(io.BufferedWriter(raw) if file else io.BufferedReader(raw),
+                                io.text_encoding(encoding), errors, newline, line_buffering=True)
     if not isinstance(file, int):
         file = os.fspath(file)
         if isinstance(file, (str, bytes)) and file and sys.machine.is_real(sys._abs(file)[0]):

@@ -1,5 +1,5 @@
-"""Real paths a rank may read: the Python installation, so that imports keep working.
-Everything else a rank names is on its simulated machine."""
+"""Real paths a rank may read: the Python installation and the directories on sys.path, so that
+imports keep working. Everything else a rank names is on its simulated machine."""
 
 from __future__ import annotations
 
@@ -15,13 +15,19 @@ def _python_prefixes() -> tuple[str, ...]:
         if value:
             paths.add(value)
     for entry in sys.path:
-        if "site-packages" in entry or "dist-packages" in entry:
+        if entry and os.path.isabs(entry) and os.path.exists(entry):
             paths.add(entry)
-    return tuple(sorted(os.path.realpath(p) for p in paths if p and p != "/"))
+    out = set()
+    for p in paths:
+        real = os.path.realpath(p)
+        if real not in ("/", "/tmp", "/proc"):
+            out.update({p, real})
+    return tuple(sorted(out))
 
 
 class HostPaths:
-    """Which absolute, normalized paths are read from the real disk (read-only)."""
+    """Which absolute, normalized paths are read from the real disk (read-only), as of when
+    this was made (a run makes one: sys.path may have changed since the last)."""
 
     def __init__(self) -> None:
         self.prefixes = _python_prefixes()
@@ -31,3 +37,16 @@ class HostPaths:
             if path == prefix or path.startswith(prefix + "/"):
                 return True
         return False
+
+
+_cache: dict[tuple[str, ...], HostPaths] = {}
+
+
+def host_paths() -> HostPaths:
+    """The readable paths for the current sys.path (remade only when sys.path changed)."""
+    key = tuple(sys.path)
+    found = _cache.get(key)
+    if found is None:
+        _cache.clear()
+        found = _cache[key] = HostPaths()
+    return found

@@ -6,8 +6,11 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import signal
+import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..errors import RankKilled, TaskKilled
 from ..faults import CrashNode, CrashServer, EvictClient
 from ..fs.filesystems import Filesystems
 from ..fs.mount import Mount
@@ -17,9 +20,12 @@ from .scheduler import Scheduler, current_task
 
 if TYPE_CHECKING:
     from ..faults import Fault
-    from .process import OpenFile, Process
+    from .process import OpenFile
+
+from .process import Process
 
 WALL_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: what time.time() reads at virtual 0
+_IGNORED_BY_DEFAULT = {signal.SIGCHLD, signal.SIGURG, signal.SIGWINCH, signal.SIGCONT}  # signal(7)
 
 
 class TraceEvent(NamedTuple):
@@ -58,7 +64,7 @@ class Machine:
         self.processes: list[Process] = []
         self.crashed_nodes: dict[int, str] = {}
         self.crashes = 0  # nodes and servers that crashed in this run
-        self.on_crash: Any = None  # callback(node, why) set by the cluster for its report
+        self.on_crash: Any = None  # callback(node, why) set by the run for its report
         for mount in fs.shared:
             for client in mount.clients.values():
                 client.opens.clear()
@@ -166,9 +172,48 @@ class Machine:
         current = self.sched.current
         for task in list(self.sched.tasks):
             if task.context.node == node and task is not current:
-                self.sched.abandon(task, f"node {node} crashed ({why})")
+                self.sched.abandon(task, TaskKilled(f"node {node} crashed ({why})"))
         if current is not None and current.context.node == node:
-            self.sched.abandon(current, f"node {node} crashed ({why})")  # does not return
+            self.sched.abandon(current, TaskKilled(f"node {node} crashed ({why})"))  # does not return
+
+    # -- processes and signals -------------------------------------------------------------------
+    def process_on(self, node: int, pid: int) -> Process | None:
+        """A live process of a node by pid (pids of different nodes may collide, as they do)."""
+        for proc in self.processes:
+            if proc.node == node and proc.pid == pid and proc.alive:
+                return proc
+        return None
+
+    def deliver(self, proc: Process, signum: int, sender: str) -> None:
+        """A signal reaches a simulated process: ignored, its Python handler runs in its main
+        thread (when that thread next runs), or the default action kills the process."""
+        handler = proc.signal_handlers.get(signum, signal.SIG_DFL)
+        if handler == signal.SIG_IGN or (handler == signal.SIG_DFL and signum in _IGNORED_BY_DEFAULT):
+            return
+        if handler == signal.SIG_DFL:
+            self.end_process(proc, RankKilled(proc.rank, signum, sender))
+            return
+        main = self.sched.mains.get(proc.rank)
+        if main is None or main.state == "done":
+            return
+        main.interrupts.append(lambda: handler(signum, sys._getframe(1)))
+        if main is self.sched.current:
+            self.sched.interrupted(main)
+
+    def end_process(self, proc: Process, outcome: BaseException | None) -> None:
+        """The process ends now, running none of its own code (a signal's default action, or
+        os._exit): its threads stop, the kernel closes its files. ``outcome`` is its error
+        (None: a clean exit)."""
+        if not proc.alive:
+            return
+        proc.sys.exit_process()
+        current = self.sched.current
+        tasks = [t for t in self.sched.tasks if t.context is proc]
+        for task in tasks:
+            if task is not current:
+                self.sched.abandon(task, outcome if task.is_main else None)
+        if current is not None and current.context is proc:
+            self.sched.abandon(current, outcome if current.is_main else None)  # does not return
 
     def fire(self, fault: Any, why: str) -> None:
         """Carry out a crash or an eviction that the fault engine says is due."""

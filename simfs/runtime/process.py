@@ -4,15 +4,20 @@
 from __future__ import annotations
 
 import random
+import signal
 from typing import TYPE_CHECKING, Any
 
 from ..choices import derive_seed
+from .console import Console
 
 if TYPE_CHECKING:
     from ..fs.client import Client
     from ..fs.mount import Mount
 
 FD_BASE = 1 << 30  # above any real descriptor: a simulated fd reaching a real syscall gets EBADF
+# what a Python process starts with: SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored
+_PYTHON_SIGNAL_DEFAULTS = {signal.SIGINT: signal.default_int_handler, signal.SIGPIPE: signal.SIG_IGN,
+                           signal.SIGXFSZ: signal.SIG_IGN}
 
 
 class OpenFile:
@@ -59,6 +64,10 @@ class Process:
         self._urandom: random.Random | None = None
         self._tempnames: random.Random | None = None
         self.fds: dict[int, OpenFile] = {}
+        self.console = Console()
+        self.signal_handlers: dict[int, Any] = dict(_PYTHON_SIGNAL_DEFAULTS)
+        self.atexit: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
+        self.settings: dict[str, Any] = {}  # per-process scheduling and group ids rank code set
         self.alive = True
         self.last_op = ("", "")
         self.sys: Any = None  # the Syscalls bound to this process
@@ -86,6 +95,19 @@ class Process:
         if self._urandom is None:
             self._urandom = self._stream("urandom")
         return self._urandom.randbytes(n)
+
+    def run_atexit(self) -> None:
+        """The process exits normally: its atexit handlers run, last registered first."""
+        while self.atexit:
+            fn, args, kwargs = self.atexit.pop()
+            try:
+                fn(*args, **kwargs)
+            except SystemExit:
+                pass
+            except Exception:  # noqa: BLE001 - as atexit does: reported, the next handler still runs
+                import traceback
+
+                traceback.print_exc()
 
     def alloc_fd(self, of: OpenFile) -> int:
         fd = FD_BASE

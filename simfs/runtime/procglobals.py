@@ -19,10 +19,11 @@ class RankStream(io.TextIOBase):
     """A rank's sys.stdout/stderr: writes reach the host's stream of the run's start; closing or
     replacing it changes only the rank's own view. Its stdin reads as /dev/null does."""
 
-    def __init__(self, host: Any, fd: int) -> None:
+    def __init__(self, host: Any, fd: int, console: Any) -> None:
         super().__init__()
         self._host = host
         self._fd = fd
+        self._console = console  # the process's descriptors 0-2: os.close(1) closes this too
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
@@ -48,6 +49,7 @@ class RankStream(io.TextIOBase):
         self._checkClosed()  # type: ignore[attr-defined]
         if self._fd == 0:
             raise io.UnsupportedOperation("not writable")
+        self._console.check(self._fd)
         if self._host is None:
             return len(text)
         return self._host.write(text)  # type: ignore[no-any-return]
@@ -79,9 +81,9 @@ def _fresh_fork_state(proc: Process, host: Any) -> Any:
 
 # (module name, attribute, how a process gets its first value)
 SLOTS: list[tuple[str, str, Make]] = [
-    ("sys", "stdout", lambda proc, host: RankStream(host, 1)),
-    ("sys", "stderr", lambda proc, host: RankStream(host, 2)),
-    ("sys", "stdin", lambda proc, host: RankStream(None, 0)),
+    ("sys", "stdout", lambda proc, host: RankStream(host, 1, proc.console)),
+    ("sys", "stderr", lambda proc, host: RankStream(host, 2, proc.console)),
+    ("sys", "stdin", lambda proc, host: RankStream(None, 0, proc.console)),
     ("sys", "argv", lambda proc, host: list(host)),
     ("sys", "path", lambda proc, host: list(host)),
     ("sys", "excepthook", lambda proc, host: sys.__excepthook__),

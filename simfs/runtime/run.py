@@ -139,6 +139,7 @@ class Run:
                 raise
             finally:
                 _wait_for_threads(self.sched, proc.rank)
+                proc.run_atexit()
                 self._end_process(proc, "its process exited")
         return body
 
@@ -149,7 +150,7 @@ class Run:
             return
         for task in self.sched.threads.get(proc.rank, ()):
             if task is not self.sched.current:
-                self.sched.abandon(task, reason)
+                self.sched.abandon(task, TaskKilled(reason))
         proc.sys.exit_process()
 
     # -- the simulation thread ---------------------------------------------------------------------
@@ -176,7 +177,7 @@ class Run:
                 for task in sched.live():
                     self._record_hang(task)
             for task in sched.live():
-                sched.abandon(task, reason)
+                sched.abandon(task, TaskKilled(reason))
             for proc in self.machine.processes:
                 self._end_process(proc, reason)
         except BaseException as exc:  # a simfs defect: surfaced to the caller

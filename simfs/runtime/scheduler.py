@@ -13,7 +13,6 @@ from greenlet import getcurrent, greenlet
 
 from ..choices import ChoiceSource
 from ..clock import VirtualClock
-from ..errors import TaskKilled
 from .waitqueue import WaitQueue
 
 READY, BLOCKED, DONE = "ready", "blocked", "done"
@@ -266,9 +265,9 @@ class Scheduler:
     def notify_all(self, queue: WaitQueue) -> None:
         self._wake_all(queue)
 
-    def abandon(self, task: Task, reason: str) -> None:
-        """The task is gone (its process died): it never runs again, not even its ``finally``
-        blocks, as a killed process runs none. Its greenlet is kept until the simulation thread
+    def abandon(self, task: Task, outcome: BaseException | None) -> None:
+        """The task is gone (its process died, with ``outcome`` as its error, None for a clean
+        exit): it never runs again, not even its ``finally`` blocks, as a killed process runs none. Its greenlet is kept until the simulation thread
         has exited, when it is dropped without running (greenlets of a dead thread never run)."""
         if task.state == DONE:
             return
@@ -277,7 +276,7 @@ class Scheduler:
         task.waiting = None
         task.state = DONE
         task.token += 1  # its queue entries are void
-        task.error = TaskKilled(reason)
+        task.error = outcome
         task.interrupts.clear()
         TASKS.pop(task.glet, None)
         self._wake_all(task.finished)
