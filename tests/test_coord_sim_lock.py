@@ -1,12 +1,13 @@
 """coord.FileLock inside simfs clusters (2 nodes x 4 ranks): a shared counter incremented under the
 lock never loses an update on local, nfs and lustre, while the naive flock-based lock loses updates
-on a profile whose flock excludes only on the same node (Lustre localflock). FileLock relies on
+on a profile whose flock excludes only on the same node (Lustre mounted with localflock). FileLock relies on
 atomic O_EXCL creation, which an object store does not have: there it is shown to be unsafe.
 Leases: takeover after the holder's node crashes, LockTimeout naming the holder, LockLost for a
 holder that stopped renewing."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
@@ -24,7 +25,8 @@ from _coord_sim import RPN, WORLD, cluster, ok
 LOCK = "/shared/job/lock"
 COUNTER = "/shared/job/counter"
 NFS_NODE_FLOCK = simfs.profiles.get("nfs").replace(flock="node")
-PROFILES = {**BASE_PROFILES, "nfs_node_flock": NFS_NODE_FLOCK}
+LUSTRE_LOCALFLOCK = simfs.profiles.get("lustre").replace(flock="node")  # mount.lustre(8) localflock
+PROFILES = {**BASE_PROFILES, "nfs_node_flock": NFS_NODE_FLOCK, "lustre_localflock": LUSTRE_LOCALFLOCK}
 SAFE = ["local", "nfs", "nfs_lag", "lustre"]  # atomic exclusive create: FileLock applies
 
 
@@ -150,7 +152,7 @@ def test_short_lease_is_not_stolen_from_a_live_holder(profile, lease) -> None:
 
 # -- naive flock: loses updates where flock is node-local ------------------------------------------
 
-@pytest.mark.parametrize("profile", ["lustre", "nfs_node_flock"])
+@pytest.mark.parametrize("profile", ["lustre_localflock", "nfs_node_flock"])
 def test_naive_flock_loses_updates_on_node_local_flock_where_filelock_does_not(profile) -> None:
     lossy = []
     for seed in range(10):
@@ -166,7 +168,7 @@ def test_naive_flock_loses_updates_on_node_local_flock_where_filelock_does_not(p
     assert lossy, f"flock on {profile} (flock='node') never lost an update"
 
 
-@pytest.mark.parametrize("profile", ["local", "nfs"])
+@pytest.mark.parametrize("profile", ["local", "nfs", "lustre"])
 def test_naive_flock_is_safe_where_flock_is_cluster_wide(profile) -> None:
     """The contrast: the naive lock is correct on cluster-wide flock, so the failure above is
     the node-local flock, not the counter code."""
@@ -179,15 +181,20 @@ def test_naive_flock_is_safe_where_flock_is_cluster_wide(profile) -> None:
 def test_filelock_is_not_safe_on_objectstore() -> None:
     """Not applicable there: the object store's exclusive create is a lookup then an upload at
     close (``exclusive_create='racy'``, ``create_visible='close'``), so two nodes can both take
-    the same generation. Shown, not skipped: updates are lost and critical sections overlap."""
-    lossy = []
+    the same generation. Shown, not skipped: critical sections overlap and updates are lost, or
+    a rank fails with ESTALE because its upload (of a lock file or of the counter) lost to
+    another node's (the first upload wins)."""
+    unsafe = []
     for seed in range(6):
         tracker = _tracker()
-        finals = _ok(_cluster("objectstore", seed).run(counter_job, "FileLock", 2, tracker, 30.0, 0.0))
-        if max(finals.values()) < 2 * WORLD:
-            lossy.append(seed)
+        result = _cluster("objectstore", seed).run(counter_job, "FileLock", 2, tracker, 30.0, 0.0)
+        if not result.ok:
+            unsafe.append(seed)
+            assert any(getattr(e, "errno", None) == errno.ESTALE for e in result.errors.values()), result.summary()
+        elif max(result.returns.values()) < 2 * WORLD:
+            unsafe.append(seed)
             assert tracker["most"] > 1  # two ranks believed they held the lock at once
-    assert len(lossy) >= 3, lossy
+    assert len(unsafe) >= 3, unsafe
 
 
 # -- leases: takeover after a crash -----------------------------------------------------------------

@@ -99,22 +99,25 @@ def naive_makedirs_job(path: str, lookup_first: bool) -> tuple:
     ("/shared/run/logs", False),   # the parent's EEXIST is swallowed, the child's mkdir meets a stale entry
     ("/shared/run/logs", True),
 ])
-def test_naive_makedirs_fails_on_nfs_where_makedirs_once_succeeds(path, lookup_first) -> None:
+def test_naive_makedirs_fails_on_beegfs_where_makedirs_once_succeeds(path, lookup_first) -> None:
+    """The trap needs a 'not found' that survives EEXIST: BeeGFS (prime-rl PR #2523), not kernel
+    NFS, whose failed mkdir drops the entry (fs/nfs/dir.c nfs_mkdir: d_drop)."""
     naive_failures = []
     for seed in range(12):
-        naive = _cluster("nfs", seed).run(naive_makedirs_job, path, lookup_first)
+        naive = _cluster("beegfs", seed).run(naive_makedirs_job, path, lookup_first)
         if not naive.ok:
             naive_failures.append(seed)
             assert not naive.crashed and not naive.hung
             assert naive.errors and all(isinstance(e, NAIVE_ERRORS) for e in naive.errors.values()), naive.summary()
-        fixed = _cluster("nfs", seed).run(makedirs_once_job, path, "global", lookup_first, 0.0)
+        fixed = _cluster("beegfs", seed).run(makedirs_once_job, path, "global", lookup_first, 0.0)
         assert all(isdir for isdir, _ in _ok(fixed).values())
-    assert naive_failures, "the naive per-rank makedirs never failed on nfs"
+    assert naive_failures, "the naive per-rank makedirs never failed on beegfs"
 
 
-def test_naive_makedirs_is_fine_on_coherent_profiles() -> None:
-    """The contrast that makes the nfs failure meaningful: a coherent disk hides the bug."""
-    for profile in ("local", "lustre"):
+def test_naive_makedirs_is_fine_on_nfs_and_coherent_profiles() -> None:
+    """The contrast that makes the beegfs failure meaningful: kernel NFS drops the entry of a
+    failed mkdir, and a coherent disk has no stale entry at all."""
+    for profile in ("local", "lustre", "nfs"):
         for seed in range(5):
             assert all(isdir for isdir, _ in _ok(_cluster(profile, seed).run(
                 naive_makedirs_job, "/shared/run/logs", True)).values())

@@ -27,10 +27,11 @@ ENUMS = {
     "unlink_open": ("posix", "estale"),
     "crash_order": ("prefix", "omit_one"),
     "change_detection": ("change_attr", "timestamps"),
+    "dir_mtime": ("real", "fixed"),
 }
 BOOLS = ("lookup_tied_to_parent", "eexist_drops_entry", "cto", "dir_rename", "silly_rename", "on_node")
 TTL_PAIRS = (("acregmin", "acregmax"), ("acdirmin", "acdirmax"))
-NUMBERS = ("positive_ttl", "negative_ttl", "mtime_granularity", "rpc_latency", "local_latency")
+NUMBERS = ("positive_ttl", "negative_ttl", "mtime_granularity", "capacity", "rpc_latency", "local_latency")
 STRINGS = ("name", "notes")
 
 non_negative = st.one_of(st.floats(min_value=0.0, allow_nan=False), st.integers(0, 10**6))
@@ -57,20 +58,29 @@ def valid_params(draw, text=st.text()):
     return params
 
 
+def valid_sources(params: dict):
+    """Sources for some of the parameters (any text)."""
+    return st.dictionaries(st.sampled_from(sorted(params)), st.text(), max_size=5)
+
+
 @settings(max_examples=1)
 @given(valid_params())
 def test_strategy_covers_every_parameter(params):
-    """If Profile grows a parameter, the round-trip property must learn its domain."""
-    assert set(params) == {f.name for f in dataclasses.fields(Profile)}
+    """If Profile grows a parameter, the round-trip property must learn its domain (sources are
+    not a parameter: they say where each value comes from)."""
+    assert set(params) == {f.name for f in dataclasses.fields(Profile)} - {"sources"}
 
 
 # -- built-in profiles -----------------------------------------------------------------------------
 
+BUILTINS = ["local", "nfs", "beegfs", "lustre", "objectstore"]
+
+
 def test_names():
-    assert profiles.names() == ["local", "nfs", "lustre", "objectstore"]
+    assert profiles.names() == BUILTINS
 
 
-@pytest.mark.parametrize("name", ["local", "nfs", "lustre", "objectstore"])
+@pytest.mark.parametrize("name", BUILTINS)
 def test_get_returns_profiles_named_after_themselves(name):
     profile = profiles.get(name)
     assert isinstance(profile, Profile)
@@ -79,27 +89,111 @@ def test_get_returns_profiles_named_after_themselves(name):
     assert profile.notes  # built-ins say what they model
 
 
-def test_nfs_parameters_follow_nfs5():
+def test_nfs_parameters_follow_nfs5_and_the_kernel():
     nfs = profiles.get("nfs")
-    assert (nfs.acregmin, nfs.acregmax, nfs.acdirmin, nfs.acdirmax) == (3, 60, 30, 60)
+    assert (nfs.acregmin, nfs.acregmax, nfs.acdirmin, nfs.acdirmax) == (3, 60, 30, 60)  # nfs_fs.h NFS_DEF_*
     assert nfs.lookupcache == "all"
     assert nfs.flock == "cluster"
     assert nfs.cto is True
+    assert nfs.eexist_drops_entry is True  # fs/nfs/dir.c: d_drop on any failed create
+    assert nfs.mtime_granularity == 0.004  # one jiffy at CONFIG_HZ=250
+    assert nfs.change_detection == "change_attr"  # NFSv4.2 is tried first
+    assert nfs.write_back == "close" and nfs.capacity == 2**50
     assert not nfs.coherent
+
+
+def test_beegfs_parameters_follow_config_c():
+    beegfs = profiles.get("beegfs")
+    assert (beegfs.acregmin, beegfs.acregmax) == (0, 0)  # tuneFileSubentryCacheValidityMS=0
+    assert (beegfs.acdirmin, beegfs.acdirmax) == (1, 1)  # tuneDirSubentryCacheValidityMS=1000
+    assert beegfs.write_back == "close"  # tuneFileCacheType=buffered, flushed at close
+    assert beegfs.data_durable == "fsync"  # tuneRemoteFSync=true
+    assert beegfs.flock == "node"  # tuneUseGlobalFileLocks=false
+    assert beegfs.eexist_drops_entry is False and beegfs.negative_ttl == 1.0  # the prime-rl trap, <= 1 s
+    assert beegfs.mtime_granularity == 1.0
+    assert "tuneENOENTCacheValidityMS" in beegfs.notes and "inferred" in beegfs.notes
+    assert not beegfs.coherent
 
 
 def test_lustre_parameters():
     lustre = profiles.get("lustre")
-    assert lustre.flock == "node"
+    assert lustre.flock == "cluster"  # mount.lustre(8): flock is the default since 2.12.3
+    assert "localflock" in lustre.sources["flock"]
     assert lustre.coherent
+    assert lustre.eexist_drops_entry is True
 
 
-def test_objectstore_parameters():
+def test_lustre_stale_negative_is_a_documented_variant_not_the_default():
+    stale = profiles.get("lustre").replace(**profiles.LUSTRE_STALE_NEGATIVE)
+    assert not stale.coherent and stale.eexist_drops_entry is False
+    assert stale.lookupcache == "all" and stale.negative_ttl == 30.0
+    assert "not found verbatim" in stale.sources["lookupcache"]
+    assert "LU-14949" in stale.notes and "#4865" in stale.notes
+    for key in profiles.LUSTRE_STALE_NEGATIVE:
+        if key not in ("notes", "sources"):
+            assert key in stale.sources, key
+    assert profiles.get("lustre").lookupcache == "none"
+
+
+def test_objectstore_parameters_follow_gcsfuse():
     obj = profiles.get("objectstore")
-    assert obj.flock == "none"
+    assert obj.flock == "node"  # FUSE without FUSE_FLOCK_LOCKS: the kernel locks locally
     assert obj.rename == "copy_delete"
-    assert obj.dir_rename is False
+    assert obj.dir_rename is False  # rename-dir-limit=0
+    assert (obj.acregmax, obj.positive_ttl, obj.negative_ttl) == (60, 60, 5)  # ttl-secs, negative-ttl-secs
+    assert obj.dir_mtime == "fixed"
+    assert obj.capacity == math.inf
     assert not obj.coherent
+
+
+def test_capacity_defaults_are_named_as_undocumented():
+    assert profiles.get("local").capacity == 2**40
+    for name in BUILTINS:
+        source = profiles.get(name).sources.get("capacity", "")
+        assert name == "objectstore" or "no documented default" in source, name
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_every_value_that_differs_from_the_default_names_its_source(name):
+    profile, default = profiles.get(name), Profile()
+    differs = {k for k in profiles.param_names()
+               if k not in ("name", "notes") and getattr(profile, k) != getattr(default, k)}
+    assert differs
+    missing = sorted(differs - set(profile.sources))
+    assert not missing, f"{name}: no source for {missing}"
+    assert all(text.strip() for text in profile.sources.values())
+
+
+def test_every_parameter_says_what_it_models():
+    for name in [*profiles.param_names(), "sources"]:
+        assert len(profiles.describe(name)) > 10, name
+    with pytest.raises(ValueError, match="nope"):
+        profiles.describe("nope")
+
+
+def test_sources_name_known_parameters_and_are_text():
+    with pytest.raises(ValueError, match="acregmn"):
+        Profile(sources={"acregmn": "typo"})
+    with pytest.raises(TypeError, match="acregmin"):
+        Profile(sources={"acregmin": 3})
+    with pytest.raises(TypeError, match="sources"):
+        Profile(sources=["acregmin"])
+    profile = Profile(sources={"acregmin": "mine"})
+    assert profile.source("acregmin") == "mine" and profile.source("acregmax") is None
+    with pytest.raises(TypeError):
+        profile.sources["acregmin"] = "changed"  # type: ignore[index]
+
+
+def test_replace_drops_the_source_of_a_changed_value_unless_given():
+    nfs = profiles.get("nfs")
+    variant = nfs.replace(acdirmin=5.0, acregmin=3.0)
+    assert "acdirmin" not in variant.sources  # 5 s is the caller's, not nfs(5)'s
+    assert variant.sources["acregmin"] == nfs.sources["acregmin"]  # unchanged value keeps its source
+    assert variant.sources["acdirmax"] == nfs.sources["acdirmax"]
+    mine = nfs.replace(acdirmin=5.0, sources={"acdirmin": "site measurement"})
+    assert mine.sources["acdirmin"] == "site measurement"
+    assert mine.sources["acdirmax"] == nfs.sources["acdirmax"]
+    assert mine == variant  # sources do not take part in equality
 
 
 def test_local_is_coherent_with_cluster_flock():
@@ -121,7 +215,7 @@ def test_get_unknown_lists_known_names(bad):
     with pytest.raises(ValueError) as info:
         profiles.get(bad)
     message = str(info.value)
-    for name in ("local", "nfs", "lustre", "objectstore"):
+    for name in BUILTINS:
         assert name in message
 
 
@@ -246,23 +340,25 @@ def test_inf_ttls_are_valid():
 # -- TOML ----------------------------------------------------------------------------------------------
 
 @settings(max_examples=100)
-@given(valid_params())
-def test_save_load_round_trip(tmp_path_factory, params):
+@given(valid_params(), st.data())
+def test_save_load_round_trip(tmp_path_factory, params, data):
     path = tmp_path_factory.mktemp("prof") / "p.toml"
-    profile = Profile(**params)
+    profile = Profile(**params, sources=data.draw(valid_sources(params)))
     profile.save(path)
     loaded = Profile.load(path)
     assert loaded == profile
     assert loaded.to_dict() == profile.to_dict()  # notes too, which == ignores
+    assert dict(loaded.sources) == dict(profile.sources)
 
 
-@pytest.mark.parametrize("name", ["local", "nfs", "lustre", "objectstore"])
+@pytest.mark.parametrize("name", BUILTINS)
 def test_builtins_round_trip(tmp_path, name):
     path = tmp_path / f"{name}.toml"
     profiles.get(name).save(path)
     loaded = Profile.load(path)
     assert loaded == profiles.get(name)
     assert loaded.notes == profiles.get(name).notes
+    assert dict(loaded.sources) == dict(profiles.get(name).sources)
 
 
 @pytest.mark.parametrize("text", ["tab\there", "cr\rlf\n", "bell\x07", "del\x7f", 'quote" back\\slash', "nul\x00"])

@@ -29,8 +29,11 @@ class AttrCache:
         self.entries: dict[int, _Cached] = {}
 
     def version(self, attr: Attr) -> object:
-        """What the client compares to tell that a file changed: the change attribute (NFSv4),
-        or mtime, ctime and size (NFSv3), which miss a same-size change within one timestamp tick."""
+        """What the client compares to tell that a file or directory changed, for every cache it
+        keeps (attributes, data, lookups), as the profile's ``change_detection`` says: the change
+        attribute (NFSv4: fs/nfs/inode.c nfs_update_inode compares change_attr), or mtime, ctime
+        and size (NFSv3 has no change attribute: fs/nfs/nfs3xdr.c decode_fattr3 builds it from
+        ctime), which miss a same-size change within one tick of the server's timestamps."""
         if self.profile.change_detection == "change_attr":
             return attr.change
         return attr.mtime, attr.ctime, attr.size
@@ -65,9 +68,10 @@ class AttrCache:
 
     def after_change(self, change: Change) -> None:
         """Weak cache consistency: our own change to a directory does not make its cached
-        entries stale, but a change by someone else since we cached it does."""
+        entries stale, but a change by someone else since we cached it does (compared the way
+        ``change_detection`` says, so NFSv3 misses one made within the same timestamp tick)."""
         cached = self.entries.get(change.post.ino)
-        if cached is not None and cached.attr.change != change.pre:
+        if cached is not None and self.version(cached.attr) != self.version(change.pre):
             self._on_stale(change.post.ino)
         self.store(change.post, changed_by_us=True)
 

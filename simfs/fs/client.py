@@ -5,6 +5,7 @@ has not written back, and the mount's strategy; every request to the server cost
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable
 from typing import Protocol
 
@@ -61,7 +62,10 @@ class Client:
         self.reset()
 
     def reset(self) -> None:
-        """Forget everything (the node crashed or was evicted)."""
+        """Forget everything (the node crashed or was evicted); space granted for its unsent
+        writes goes back to the server."""
+        for dirty in getattr(self, "dirty", {}).values():
+            self.server.unreserve(dirty.reserved)
         self.attrs = AttrCache(self.profile, self.clock, self._choices.fraction, self._stale)
         self.dentries = DentryCache(self.profile, self.clock)
         self.data: dict[int, tuple[bytes, object]] = {}  # ino -> (content, version it had)
@@ -71,6 +75,7 @@ class Client:
         self.silly: dict[int, list[tuple[int, str]]] = {}
         self._silly_seq = 0
         self.unstable: dict[int, Unstable] = {}
+        self.errors: dict[int, tuple[int, str]] = {}  # ino -> a write-back error not reported yet
 
     def _stale(self, ino: int) -> None:
         """Someone else changed ``ino``: what we cached under it (entries, data) is stale."""
@@ -168,10 +173,11 @@ class Client:
         return self.strategy.creation.create(self, dir_ino, name, mode, exclusive)
 
     def failed_create(self, dir_ino: int, name: str, exc: OSError) -> None:
-        """Linux drops the dentry of a failed create (d_drop in fs/nfs/dir.c); with
+        """Linux drops the dentry of a failed create, whatever the error (d_drop in
+        fs/nfs/dir.c nfs_create/nfs_mkdir/nfs_symlink), so the next stat asks the server; with
         ``eexist_drops_entry`` off, a stale negative entry survives EEXIST (the makedirs trap:
         EEXIST, then isdir() says False)."""
-        if exc.errno == errno.EEXIST and self.profile.eexist_drops_entry:
+        if self.profile.eexist_drops_entry or exc.errno != errno.EEXIST:
             self.forget_entry(dir_ino, name)
 
     def _make(self, dir_ino: int, name: str, request: Callable[[], tuple[int, object]]) -> int:
@@ -217,11 +223,11 @@ class Client:
         self.attrs.after_change(change)
         self.dentries.put(dir_ino, name, None)
         self.attrs.forget(ino)
-        self.dirty.pop(ino, None)
+        self.discard(ino)
 
     def _drop_pending(self, ino: int) -> None:
         dir_ino, name = self.pending_create.pop(ino)
-        self.dirty.pop(ino, None)
+        self.discard(ino)
         self.dentries.put(dir_ino, name, None)
 
     def silly_rename(self, dir_ino: int, name: str, ino: int) -> None:
@@ -297,34 +303,81 @@ class Client:
         else:
             held.truncate(offset)
 
-    def write(self, ino: int, offset: int, data: bytes) -> None:
-        """Write-through mounts send the bytes now; write-back ones keep them dirty."""
-        if self.profile.write_back == "through":
+    def write(self, ino: int, offset: int, data: bytes, failure: OSError | None = None) -> int:
+        """Write-through mounts send the bytes now; 'locked' ones (Lustre) keep them dirty on
+        space the server grants now; write-back ones keep them dirty and claim space only when
+        they are sent (close, fsync). Where space is claimed at write(), a full server, or
+        ``failure`` (an injected ENOSPC/EDQUOT), fails the write; the bytes that fit are written
+        and counted (a short write), as Linux does. Returns the bytes accepted."""
+        mode = self.profile.write_back
+        if mode != "close" and failure is not None:
+            raise failure
+        if mode == "through":
+            fit = self.server.room(ino, offset, len(data))
+            if fit == 0:
+                raise fs_error(errno.ENOSPC)
+            data = data[:fit] if fit < len(data) else data
             self.rpc(len(data))
             self.attrs.store(self.server.write(ino, offset, data), changed_by_us=True)
             self.sent(ino, "write", offset, data)
-            return
+            return len(data)
         dirty = self.dirty.get(ino)
         if dirty is None:
             attr = self.getattr(ino)
-            dirty = self.dirty[ino] = DirtyFile(attr.size, self.strategy.upload.dirty_base(self, ino))
+            base = self.strategy.upload.dirty_base(self, ino)
+            dirty = DirtyFile(attr.size, base, attr.change if self.strategy.upload.whole else None)
+            self.dirty[ino] = dirty
             self.peers.mark_dirty(ino, self)
+        if mode == "locked":
+            data = self._granted(dirty, offset, data)
         dirty.write(offset, data)
+        return len(data)
+
+    def _granted(self, dirty: DirtyFile, offset: int, data: bytes) -> bytes:
+        """The part of a cached write the server grants space for (Lustre grants), or ENOSPC."""
+        n = len(data)
+        growth = Server.growth(dirty.size, offset, n)
+        avail = self.server.available()
+        if growth > avail:
+            n = max(0, min(n, max(dirty.size, offset) - offset + int(avail)))
+            if n == 0:
+                raise fs_error(errno.ENOSPC)
+            data, growth = data[:n], Server.growth(dirty.size, offset, n)
+        self.server.reserve(growth)
+        dirty.reserved += growth
+        return data
 
     def has_dirty(self, ino: int) -> bool:
         return ino in self.dirty
 
-    def flush(self, ino: int) -> None:
-        """Send this node's dirty data for a file to the server."""
+    def flush(self, ino: int, failure: OSError | None = None) -> None:
+        """Send this node's dirty data for a file to the server. A failure (the server's ENOSPC
+        or ESTALE, or ``failure``: an error injected where the data reaches the server) loses
+        the dirty data, as Linux drops pages whose write-back failed, and is kept for the next
+        close() or fsync() of the file on this node (:meth:`take_error`), as the kernel keeps
+        it in the file's errseq (fs/nfs/file.c nfs_file_flush: filemap_check_wb_err)."""
         dirty = self.dirty.pop(ino, None)
         if dirty is None:
             return
         self.peers.clear_dirty(ino, self)
+        self.server.unreserve(dirty.reserved)
         pending = self.pending_create.pop(ino, None)
-        self.strategy.upload.send(self, ino, dirty)
-        if pending is not None:
-            self.attrs.after_change(self.server.publish(pending[0], pending[1], ino))
+        try:
+            if failure is not None:
+                raise failure
+            self.strategy.upload.send(self, ino, dirty, pending)
+            if pending is not None:
+                self.attrs.after_change(self.server.publish(pending[0], pending[1], ino))
+        except OSError as exc:
+            self.errors[ino] = (exc.errno or errno.EIO, exc.strerror or os.strerror(exc.errno or errno.EIO))
+            if pending is not None:
+                self.dentries.forget(*pending)  # the object was never created
         self.data.pop(ino, None)
+
+    def take_error(self, ino: int) -> OSError | None:
+        """The write-back error of a file not reported yet (reported once, then cleared)."""
+        held = self.errors.pop(ino, None)
+        return OSError(*held) if held is not None else None
 
     def commit(self, ino: int) -> None:
         """Flush, then COMMIT; writes a restarted server lost are sent again first."""
@@ -353,7 +406,9 @@ class Client:
 
     def discard(self, ino: int) -> None:
         """Drop this node's unsent writes to a file (their upload failed)."""
-        self.dirty.pop(ino, None)
+        dirty = self.dirty.pop(ino, None)
+        if dirty is not None:
+            self.server.unreserve(dirty.reserved)
         self.peers.clear_dirty(ino, self)
         pending = self.pending_create.pop(ino, None)
         if pending is not None:

@@ -36,9 +36,11 @@ class Attr(NamedTuple):
 
 
 class Change(NamedTuple):
-    """What a namespace operation did to a directory: its change counter before, attrs after."""
+    """What a namespace operation did to a directory: its attributes before and after (NFS
+    weak cache consistency: the pre-op attributes tell a client whether someone else changed
+    the directory since it cached it)."""
 
-    pre: int
+    pre: Attr
     post: Attr
 
 

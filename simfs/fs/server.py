@@ -1,10 +1,10 @@
 """The storage server of one mount: the namespace every client talks to (the volatile layer),
-and its journal of what is not durable yet (see journal.py)."""
+its journal of what is not durable yet (see journal.py), and the space its file data takes."""
 
 from __future__ import annotations
 
 import errno
-from typing import Callable
+from collections.abc import Callable
 
 from ..choices import ChoiceSource
 from ..profiles import Profile
@@ -28,6 +28,12 @@ class Server:
         self.open_refs: dict[int, int] = {}
         self.kinds: dict[int, str] = {ROOT: DIR}  # an inode number's kind never changes
         self.crashes = 0
+        # space: bytes of file data allocated per inode (holes that an extending truncate or a
+        # write past the end leaves take none, as on ext4/XFS), their sum, and what clients hold
+        # granted for cached writes not sent yet (Lustre grants)
+        self.allocated: dict[int, int] = {}
+        self.used = 0
+        self.reserved = 0
 
     # -- helpers ---------------------------------------------------------------------------
     def _now(self) -> float:
@@ -47,7 +53,8 @@ class Server:
 
     def _touch(self, node: Inode) -> None:
         node.change += 1
-        node.mtime = node.ctime = self._now()
+        if node.kind != DIR or self.profile.dir_mtime == "real":
+            node.mtime = node.ctime = self._now()
 
     def attr(self, node: Inode) -> Attr:
         g = self.profile.mtime_granularity
@@ -139,6 +146,7 @@ class Server:
             for name in [n for n, c in entries.items() if c not in self.inodes]:
                 del entries[name]
         self.open_refs.clear()
+        self._recount()  # holes of restored files count as allocated (the journal keeps no holes)
 
     # -- RPCs: reads -----------------------------------------------------------------------
     def getattr(self, ino: int) -> Attr:
@@ -176,7 +184,7 @@ class Server:
     def create(self, dir_ino: int, name: str, mode: int, exclusive: bool) -> tuple[int, bool, Change]:
         """CREATE: a new empty file, or (not exclusive) the existing one."""
         parent = self._dir(dir_ino)
-        pre = parent.change
+        pre = self.attr(parent)
         existing = parent.entries.get(name)
         if existing is not None:
             if exclusive:
@@ -191,7 +199,7 @@ class Server:
     def mkdir(self, dir_ino: int, name: str, mode: int) -> tuple[int, Change]:
         parent = self._dir(dir_ino)
         self._check_new(parent, name)
-        pre = parent.change
+        pre = self.attr(parent)
         node = self._new_inode(DIR, mode & 0o7777)
         parent.nlink += 1
         self._set_entry(parent, name, node.ino, DIR)
@@ -200,7 +208,7 @@ class Server:
     def symlink(self, dir_ino: int, name: str, target: str) -> tuple[int, Change]:
         parent = self._dir(dir_ino)
         self._check_new(parent, name)
-        pre = parent.change
+        pre = self.attr(parent)
         node = self._new_inode(LINK, 0o777, target)
         self._set_entry(parent, name, node.ino, LINK)
         return node.ino, Change(pre, self.attr(parent))
@@ -211,7 +219,7 @@ class Server:
         self._check_new(parent, name)  # Linux checks the new name first
         if node.kind == DIR:
             raise fs_error(errno.EPERM)
-        pre = parent.change
+        pre = self.attr(parent)
         node.nlink += 1
         self._touch(node)
         self._set_entry(parent, name, ino, node.kind)
@@ -228,7 +236,7 @@ class Server:
         node = self._child(parent, name)
         if node.kind == DIR:
             raise fs_error(errno.EISDIR)
-        pre = parent.change
+        pre = self.attr(parent)
         self._set_entry(parent, name, None, node.kind)
         self._drop_link(node)
         return node.ino, Change(pre, self.attr(parent))
@@ -241,7 +249,7 @@ class Server:
             raise fs_error(errno.ENOTDIR)
         if node.entries and not orphan_children:
             raise fs_error(errno.ENOTEMPTY)
-        pre = parent.change
+        pre = self.attr(parent)
         parent.nlink -= 1
         self._set_entry(parent, name, None, DIR)
         self._drop_link(node)
@@ -269,7 +277,7 @@ class Server:
         ino = node.ino
         target = dparent.entries.get(dst_name)
         if target == ino:
-            return ino, Change(sparent.change, self.attr(sparent)), Change(dparent.change, self.attr(dparent))
+            return ino, Change(self.attr(sparent), self.attr(sparent)), Change(self.attr(dparent), self.attr(dparent))
         if node.kind == DIR and self._is_ancestor(ino, dst_dir):
             raise fs_error(errno.EINVAL)
         if target is not None:
@@ -280,7 +288,7 @@ class Server:
                 raise fs_error(errno.EISDIR)
             if tnode.kind == DIR and tnode.entries:
                 raise fs_error(errno.ENOTEMPTY)
-        spre, dpre = sparent.change, dparent.change
+        spre, dpre = self.attr(sparent), self.attr(dparent)
         self._group += 1
         if target is not None:
             tnode = self.inodes[target]
@@ -300,9 +308,12 @@ class Server:
         src = self._child(self._dir(src_dir), src_name)
         if src.kind == DIR:
             raise fs_error(errno.EISDIR)
+        if src.kind == FILE and len(src.data) > self.profile.capacity - self.used:
+            raise fs_error(errno.ENOSPC)
         node = self._new_inode(src.kind, src.mode, src.target)
         if src.kind == FILE:
             node.data = src.data.copy()
+            self._allocate(node.ino, len(node.data))
             self.journal.write(node.ino, 0, node.data.tobytes())
             if self.profile.entry_durable == "op":
                 self.commit(node.ino)  # the copy is as durable as the name it gets
@@ -315,7 +326,7 @@ class Server:
     def publish(self, dir_ino: int, name: str, ino: int) -> Change:
         """Name ``ino`` in a directory, replacing what was there (an object upload completes)."""
         parent = self._dir(dir_ino)
-        pre = parent.change
+        pre = self.attr(parent)
         old = parent.entries.get(name)
         if old == ino:
             return Change(pre, self.attr(parent))
@@ -335,13 +346,18 @@ class Server:
             raise fs_error(errno.EISDIR)
         if not isinstance(data, bytes):
             data = bytes(data)
+        self._allocate(ino, self.growth(len(node.data), offset, len(data)))  # ENOSPC: nothing written
         node.data.write(offset, data)
         self._touch(node)
         self.journal.write(ino, offset, data)
         return self.attr(node)
 
     def replace_content(self, ino: int, data: bytes) -> Attr:
-        """Whole-object upload: the file's bytes become exactly ``data``."""
+        """Whole-object upload: the file's bytes become exactly ``data`` (or, if they do not
+        fit, ENOSPC and nothing changes)."""
+        self._inode(ino)
+        if len(data) > self.profile.capacity - self.used + self.allocated.get(ino, 0):
+            raise fs_error(errno.ENOSPC)
         self.truncate(ino, 0)
         return self.write(ino, 0, data) if data else self.getattr(ino)
 
@@ -349,7 +365,8 @@ class Server:
         node = self._inode(ino)
         if node.kind != FILE:
             raise fs_error(errno.EISDIR)
-        node.data.truncate(size)
+        node.data.truncate(size)  # extending allocates nothing (a hole, as ext4_setattr leaves)
+        self._shrink(ino, size)
         self._touch(node)
         self.journal.truncate(ino, size)
         return self.attr(node)
@@ -379,8 +396,57 @@ class Server:
 
     def _forget(self, ino: int) -> None:
         del self.inodes[ino]
+        self.used -= self.allocated.pop(ino, 0)
         self.journal.discard(ino)
 
     def usage(self) -> tuple[int, int]:
-        """(bytes stored, inodes) in the volatile layer."""
-        return sum(len(n.data) for n in self.inodes.values() if n.data is not None), len(self.inodes)
+        """(bytes of file data allocated, inodes) in the volatile layer."""
+        return self.used, len(self.inodes)
+
+    # -- space -------------------------------------------------------------------------------
+    def available(self) -> float:
+        """Bytes a write can still allocate (capacity less what is used and granted)."""
+        return self.profile.capacity - self.used - self.reserved
+
+    @staticmethod
+    def growth(size: int, offset: int, n: int) -> int:
+        """Bytes a write of ``n`` at ``offset`` allocates in a file of ``size`` bytes (a hole
+        before ``offset`` takes none)."""
+        return max(0, offset + n - max(size, offset))
+
+    def room(self, ino: int, offset: int, n: int, size: int | None = None) -> int:
+        """How many of ``n`` bytes written at ``offset`` fit (Linux writes the part that fits
+        and returns a short count; the next write gets ENOSPC)."""
+        if size is None:
+            size = len(self._inode(ino).data or ())
+        avail = self.available()
+        if self.growth(size, offset, n) <= avail:
+            return n
+        return max(0, min(n, max(size, offset) - offset + int(avail)))
+
+    def reserve(self, nbytes: int) -> None:
+        """Grant space for cached writes not sent yet, or ENOSPC (Lustre grants)."""
+        if nbytes > self.available():
+            raise fs_error(errno.ENOSPC)
+        self.reserved += nbytes
+
+    def unreserve(self, nbytes: int) -> None:
+        self.reserved = max(0, self.reserved - nbytes)
+
+    def _allocate(self, ino: int, nbytes: int) -> None:
+        if nbytes > 0:
+            if nbytes > self.profile.capacity - self.used:
+                raise fs_error(errno.ENOSPC)
+            self.allocated[ino] = self.allocated.get(ino, 0) + nbytes
+            self.used += nbytes
+
+    def _shrink(self, ino: int, size: int) -> None:
+        """The file is now ``size`` bytes long: allocation past it is freed."""
+        held = self.allocated.get(ino, 0)
+        if held > size:
+            self.allocated[ino] = size
+            self.used -= held - size
+
+    def _recount(self) -> None:
+        self.allocated = {ino: len(n.data) for ino, n in self.inodes.items() if n.data is not None and len(n.data)}
+        self.used = sum(self.allocated.values())

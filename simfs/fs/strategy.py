@@ -118,11 +118,17 @@ class ServerRename:
 
 class CopyDelete:
     """Object stores: rename is a server-side copy then a delete (others and crashes fit in
-    between); directories are prefixes, so rmdir lists, then deletes the marker."""
+    between); directories are prefixes, so rmdir lists, then deletes the marker. A directory
+    with entries cannot be renamed unless ``dir_rename`` (gcsfuse rename-dir-limit=0: EMFILE,
+    'too many objects to be renamed'); an empty one is renamed as one marker object."""
 
     def rename(self, c: Client, src_dir: int, src_name: str, dst_dir: int, dst_name: str, ino: int) -> None:
-        if c.getattr(ino).kind == DIR and not c.profile.dir_rename:
-            raise OSError(errno.EOPNOTSUPP, f"{c.profile.name}: renaming a directory is not supported")
+        if c.getattr(ino).kind == DIR:
+            c.rpc()
+            if c.server.readdir(ino) and not c.profile.dir_rename:
+                raise OSError(errno.EMFILE, "Too many open files (too many objects to be renamed)")
+            ServerRename().rename(c, src_dir, src_name, dst_dir, dst_name, ino)
+            return
         c.rpc(c.getattr(ino).size)
         new_ino, change = c.server.copy(src_dir, src_name, dst_dir, dst_name)
         c.attrs.after_change(change)
@@ -151,11 +157,19 @@ class ExtentUpload:
     def dirty_base(self, c: Client, ino: int) -> bytes | None:
         return None
 
-    def send(self, c: Client, ino: int, dirty: DirtyFile) -> None:
+    def send(self, c: Client, ino: int, dirty: DirtyFile, pending: tuple[int, str] | None = None) -> None:
+        """WRITE requests; one that does not fit is written as far as it fits, then ENOSPC (what
+        was sent before stays on the server)."""
         c.rpc(dirty.nbytes())
         attr = None
         for extent in dirty.extents.items:
             for offset, data in extent.pieces():
+                fit = c.server.room(ino, offset, len(data))
+                if fit < len(data):
+                    if fit:
+                        c.server.write(ino, offset, data[:fit])
+                        c.sent(ino, "write", offset, data[:fit])
+                    raise fs_error(errno.ENOSPC)
                 attr = c.server.write(ino, offset, data)
                 c.sent(ino, "write", offset, data)
         if dirty.size > (attr.size if attr else c.server.getattr(ino).size):
@@ -172,7 +186,10 @@ class ExtentUpload:
 
 
 class WholeUpload:
-    """Object stores: a node edits its own copy of the object; close uploads all of it."""
+    """Object stores: a node edits its own copy of the object; close uploads all of it as a new
+    generation, on the condition that the object is still the generation this node opened (or,
+    for a new object, that none exists yet): the first flush wins and a later one gets ESTALE
+    (gcsfuse docs/semantics.md; file-system.precondition-errors defaults to true)."""
 
     whole = True
 
@@ -181,7 +198,13 @@ class WholeUpload:
         c.rpc(len(base))
         return base
 
-    def send(self, c: Client, ino: int, dirty: DirtyFile) -> None:
+    def send(self, c: Client, ino: int, dirty: DirtyFile, pending: tuple[int, str] | None = None) -> None:
+        c.rpc()
+        if pending is not None:
+            if c.server.lookup(*pending) is not None:
+                raise fs_error(errno.ESTALE)  # another node uploaded this name first
+        elif dirty.generation is not None and c.server.getattr(ino).change != dirty.generation:
+            raise fs_error(errno.ESTALE)  # the object changed since this node opened it
         content = dirty.content()
         c.rpc(len(content))
         attr = c.server.replace_content(ino, content)
@@ -198,7 +221,8 @@ class WholeUpload:
         else:
             content = c.server.content(ino)
             c.rpc(len(content))
-        c.dirty[ino] = DirtyFile(size, content[:size] + bytes(max(0, size - len(content))))
+        generation = dirty.generation if dirty is not None else c.getattr(ino).change
+        c.dirty[ino] = DirtyFile(size, content[:size] + bytes(max(0, size - len(content))), generation)
         c.peers.mark_dirty(ino, c)
 
 

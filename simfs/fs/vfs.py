@@ -8,8 +8,8 @@ import posixpath
 from typing import NamedTuple
 
 from .client import Client
-from .mount import Mount
 from .inode import DIR, LINK, ROOT, fs_error
+from .mount import Mount
 
 MAX_SYMLINKS = 40
 
@@ -54,7 +54,8 @@ class NodeVfs:
                 return mount, [c for c in rest.split("/") if c]
         return self.local, [c for c in path.split("/") if c]
 
-    def _walk(self, path: str, skip_last: bool, follow_last: bool, reval: bool) -> tuple[Mount, Client, int, list[str], str]:
+    def _walk(self, path: str, skip_last: bool, follow_last: bool,
+              reval: bool) -> tuple[Mount, Client, int, list[str], str]:
         """Walk ``path`` (normalized, absolute) to its inode, or to its parent's when
         ``skip_last``. Returns the path actually walked (after symbolic links) and its parts."""
         hops = 0

@@ -108,12 +108,16 @@ class Extents:
 class DirtyFile:
     """Writes a node holds for one file that the server has not seen yet."""
 
-    __slots__ = ("extents", "size", "base")
+    __slots__ = ("extents", "size", "base", "generation", "reserved")
 
-    def __init__(self, size: int, base: bytes | None = None) -> None:
+    def __init__(self, size: int, base: bytes | None = None, generation: int | None = None) -> None:
         self.extents = Extents()
         self.size = size
         self.base = base  # whole-object uploads: the content the writes apply to
+        # whole-object uploads: the object's change counter when this node opened it (None: a new
+        # object, which must still be absent); an upload of a changed object fails with ESTALE
+        self.generation = generation
+        self.reserved = 0  # bytes granted by the server for these writes (Lustre grants)
 
     def write(self, offset: int, data: bytes) -> None:
         self.extents.write(offset, data)

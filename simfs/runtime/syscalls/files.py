@@ -3,6 +3,7 @@ and advisory locks."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import posixpath
@@ -60,8 +61,7 @@ class FileCalls(SyscallsBase):
             client.open_revalidate(ino)
         writable = access in (os.O_WRONLY, os.O_RDWR)
         if flags & os.O_TRUNC and writable and kind == FILE and not created:
-            self.machine.flush_fault(self.proc, "truncate", p)
-            client.truncate(ino, 0)
+            client.truncate(ino, 0)  # frees space: never ENOSPC (the data goes at write or close)
         of = OpenFile(mount, client, ino, p, kind, flags, access in (os.O_RDONLY, os.O_RDWR), writable,
                       bool(flags & os.O_APPEND), bool(flags & _SYNC_FLAGS))
         client.opened(ino)
@@ -76,8 +76,38 @@ class FileCalls(SyscallsBase):
         if of.refs > 0:
             self._op("close", of.path, None, lambda: None)
             return None
-        self._op("close", of.path, None, lambda: self._release(of))
+        self._fd_op("close", of, lambda: self._release(of))
         return None
+
+    def _fd_op(self, name: str, of: OpenFile, fn: Any) -> Any:
+        """An operation on a descriptor: Linux retries a path walk that met ESTALE, never a
+        call on a descriptor (a close that reports ESTALE has already released the file)."""
+        retrying, self._reval = self._reval, True
+        try:
+            return self._op(name, of.path, None, fn)
+        finally:
+            self._reval = retrying
+
+    def _injected(self, op: str, of: OpenFile) -> OSError | None:
+        """An injected ENOSPC / EDQUOT due where data reaches the server now, if any."""
+        try:
+            self.machine.flush_fault(self.proc, op, of.path)
+        except OSError as exc:
+            return exc
+        return None
+
+    def _send_dirty(self, of: OpenFile, op: str, commit: bool) -> None:
+        """Where a write-back mount's data reaches the server (close, fsync): an injected
+        ENOSPC / EDQUOT and a full server fail the same way: the dirty data is lost (as Linux
+        drops pages whose write-back failed) and the error is raised here, once."""
+        client = of.client
+        if client.has_dirty(of.ino):
+            client.flush(of.ino, self._injected(op, of))
+        error = client.take_error(of.ino)
+        if error is not None:
+            raise error
+        if commit:
+            client.commit(of.ino)
 
     def _release(self, of: OpenFile) -> None:
         """Last close of an open file description: locks go, dirty data is flushed."""
@@ -86,17 +116,10 @@ class FileCalls(SyscallsBase):
         try:
             if of.epoch != client.epoch:
                 raise fs_error(errno.EIO)
-            if of.writable and client.has_dirty(of.ino):
-                try:
-                    self.machine.flush_fault(self.proc, "close", of.path)
-                except OSError:
-                    client.discard(of.ino)
-                    raise
-                if of.mount.profile.data_durable == "close":
-                    client.commit(of.ino)
-                else:
-                    client.flush(of.ino)
-            if of.mount.profile.data_durable != "close":
+            durable_at_close = of.mount.profile.data_durable == "close"
+            if of.writable:  # a read-only close reports nothing (fs/nfs/file.c nfs_file_flush)
+                self._send_dirty(of, "close", commit=durable_at_close and client.has_dirty(of.ino))
+            if not durable_at_close:
                 client.closed_without_commit(of.ino)
         finally:
             client.closed(of.ino)
@@ -148,18 +171,21 @@ class FileCalls(SyscallsBase):
         if not data:
             return 0  # a zero-length write changes nothing (not even past the end)
         client = of.client
-        if of.mount.profile.write_back == "through":
-            self.machine.flush_fault(self.proc, "write", of.path)
-        if offset is None:
+        # space is claimed at write() where the mount sends or reserves it now (a local disk's
+        # delalloc reservation, Lustre grants); an injected ENOSPC/EDQUOT fires exactly there
+        claims_now = of.mount.profile.write_back != "close"
+        failure = self._injected("write", of) if claims_now else None
+        at = offset
+        if at is None:
             if of.append:
                 of.pos = client.getattr(of.ino).size
-            offset = of.pos
-            of.pos += len(data)
-        client.write(of.ino, offset, data)
+            at = of.pos
+        written = client.write(of.ino, at, data, failure)
+        if offset is None:
+            of.pos = at + written
         if of.sync:
-            self.machine.flush_fault(self.proc, "fsync", of.path)
-            client.commit(of.ino)
-        return len(data)
+            self._send_dirty(of, "write", commit=True)
+        return written
 
     def lseek(self, fd: int, pos: int, how: int) -> int:
         of = self._fd(fd)
@@ -189,10 +215,9 @@ class FileCalls(SyscallsBase):
             if of.kind == DIR:
                 of.client.sync_dir(of.ino)
                 return
-            self.machine.flush_fault(self.proc, "fsync", of.path)
-            of.client.commit(of.ino)
+            self._send_dirty(of, "fsync", commit=True)
 
-        self._op("fsync", of.path, None, work)
+        self._fd_op("fsync", of, work)
 
     fdatasync = fsync
 
@@ -203,7 +228,7 @@ class FileCalls(SyscallsBase):
             self._check_io(of, True)
             if length < 0:
                 raise fs_error(errno.EINVAL)
-            self.machine.flush_fault(self.proc, "truncate", of.path)
+            # allocates nothing (a hole); dirty data it flushes first reports its errors at close
             of.client.truncate(of.ino, length)
 
         self._op("truncate", of.path, None, work)
@@ -232,10 +257,8 @@ class FileCalls(SyscallsBase):
     def exit_process(self) -> None:
         """The process ends: the kernel closes what it left open (flushing dirty data)."""
         for fd in sorted(self.proc.fds):
-            try:
+            with contextlib.suppress(OSError):  # an exiting process never sees its implicit closes' errors
                 self.close(fd)
-            except OSError:
-                pass  # an exiting process never sees errors of its implicit closes
         self.proc.alive = False
 
     # -- locks -------------------------------------------------------------------------------

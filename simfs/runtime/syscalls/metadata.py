@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import math
 import os
 from typing import Any
 
@@ -12,6 +13,8 @@ from ...fs.mount import Mount
 from ..process import FD_BASE
 from .base import SyscallsBase
 from .dirent import ScandirIterator
+
+_BLOCK = 4096  # f_bsize and f_frsize
 
 
 class MetadataCalls(SyscallsBase):
@@ -112,10 +115,15 @@ class MetadataCalls(SyscallsBase):
         return self._op("statvfs", of.path, None, lambda: self._statvfs(of.mount))
 
     def _statvfs(self, mount: Mount) -> os.statvfs_result:
-        used, inodes = mount.server.usage()
-        blocks, files = 1 << 32, 1 << 32
-        free = blocks - (used + 4095) // 4096
-        return os.statvfs_result((4096, 4096, blocks, free, free, files, files - inodes, files - inodes, 0, 255))
+        """Sizes from the mount's capacity (unlimited: 2**60 bytes, a large number as object-store
+        mounts report) and the space its server has allocated and granted."""
+        server = mount.server
+        used, inodes = server.usage()
+        capacity = mount.profile.capacity
+        blocks = (1 << 60) // _BLOCK if math.isinf(capacity) else int(capacity) // _BLOCK
+        free = max(0, blocks - (used + server.reserved + _BLOCK - 1) // _BLOCK)
+        files = 1 << 32
+        return os.statvfs_result((_BLOCK, _BLOCK, blocks, free, free, files, files - inodes, files - inodes, 0, 255))
 
     def getcwd(self) -> str:
         return self.proc.cwd
