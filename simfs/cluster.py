@@ -15,7 +15,8 @@ from .faults import CrashNode, CrashServer, EvictClient, Fault, SlowRank, fault_
 from .fs.filesystems import Filesystems
 from .profiles import Profile, get
 from .report import Result
-from .runspec import decode, encode, job_reference, json_safe, profile_from_spec, profile_spec, resolve_job
+from .runspec import (decode, encode, hash_mismatch, hash_seed, job_reference, json_safe, profile_from_spec,
+                      profile_spec, resolve_job)
 from .runtime.dist import DEFAULT_TIMEOUT
 from .runtime.hostpaths import host_paths
 from .runtime.marshal import Marshal
@@ -157,7 +158,7 @@ class Cluster:
             "local": profile_spec(self.local_profile), "seed": s.seed, "run": run_index,
             "faults": [fault_to_dict(f) for f in faults], "cwd": s.cwd, "env": dict(s.env),
             "timeout": s.collective_timeout, "latency": s.collective_latency,
-            "bandwidth": s.collective_bandwidth, "dist": s.dist_initialized,
+            "bandwidth": s.collective_bandwidth, "dist": s.dist_initialized, "hash": hash_seed(),
         }
         if json_safe(list(args)) and json_safe(kwargs):
             spec["args"], spec["kwargs"] = list(args), kwargs
@@ -180,7 +181,10 @@ def replay(text: str, job: Callable[..., Any] | None = None, *args: Any, **kwarg
     importable job; its arguments default to the recorded ones (when they were JSON data)."""
     spec = decode(text)
     if not args and not kwargs:
-        args, kwargs = tuple(spec.get("args", ())), dict(spec.get("kwargs", {}))
+        recorded_args, recorded_kwargs = spec.get("args", []), spec.get("kwargs", {})
+        if not isinstance(recorded_args, list) or not isinstance(recorded_kwargs, dict):
+            raise ConfigError("simfs replay string: its job arguments are not JSON lists and objects")
+        args, kwargs = tuple(recorded_args), dict(recorded_kwargs)
     if spec["run"] != 0:
         raise ConfigError(f"this replay string is run #{spec['run']} of its cluster: its filesystem came from "
                           "earlier runs, which a replay string does not hold; replay the whole scenario instead")
@@ -193,5 +197,12 @@ def replay(text: str, job: Callable[..., Any] | None = None, *args: Any, **kwarg
         cluster = cluster_from_spec(spec)
     except (TypeError, KeyError) as exc:
         raise ConfigError(f"simfs replay string describes an invalid cluster: {exc}") from None
-    choices = ReplayChoices(spec["draws"]) if "draws" in spec else None
-    return cluster.run(job, *args, choices=choices, **kwargs)
+    draws = spec.get("draws")
+    if draws is not None and (not isinstance(draws, list) or not all(
+            isinstance(d, (int, float)) and not isinstance(d, bool) for d in draws)):
+        raise ConfigError("simfs replay string: its draws are not a list of numbers; copy it whole from the report")
+    result = cluster.run(job, *args, choices=ReplayChoices(draws) if draws is not None else None, **kwargs)
+    mismatch = hash_mismatch(spec.get("hash"))
+    if mismatch:
+        result.notes.append(mismatch)
+    return result

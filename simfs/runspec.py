@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import base64
 import importlib
+import importlib.util
+import os
+import re
+import sys
+import sysconfig
+import types
 import json
 import zlib
 from typing import Any, Callable
 
+from .errors import ConfigError
 from .profiles import Profile, get
 
 PREFIX = "simfs1:"
@@ -33,18 +40,18 @@ def json_safe(value: Any) -> bool:
 def decode(text: str) -> dict[str, Any]:
     """The spec inside a replay string, or a ValueError saying what is wrong with it."""
     if not isinstance(text, str) or not text.startswith(PREFIX):
-        raise ValueError(f"not a simfs replay string (it should start with {PREFIX!r}): {str(text)[:40]!r}")
+        raise ConfigError(f"not a simfs replay string (it should start with {PREFIX!r}): {str(text)[:40]!r}")
     body = text[len(PREFIX):].strip()
     try:
         raw = zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
         spec = json.loads(raw)
     except (ValueError, zlib.error) as exc:
-        raise ValueError(f"corrupt simfs replay string ({exc}); copy it whole from the report") from None
+        raise ConfigError(f"corrupt simfs replay string ({exc}); copy it whole from the report") from None
     if not isinstance(spec, dict) or spec.get("v") != 1:
-        raise ValueError("simfs replay string from an incompatible version")
+        raise ConfigError("simfs replay string from an incompatible version")
     missing = [key for key in REQUIRED if key not in spec]
     if missing:
-        raise ValueError(f"simfs replay string lacks {missing}; copy it whole from the report")
+        raise ConfigError(f"simfs replay string lacks {missing}; copy it whole from the report")
     return spec
 
 
@@ -80,12 +87,60 @@ def job_reference(job: Callable[..., Any]) -> str | None:
     return f"{module}:{qualname}"
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_OWN_PACKAGES = {"scenarios", "coord", "checkpoint"}  # job libraries shipped with simfs
+
+
+def _installed_elsewhere(top: str) -> bool:
+    """True if a top-level module lives in the Python installation (stdlib or site-packages),
+    found without importing it."""
+    if top in sys.builtin_module_names or top in getattr(sys, "stdlib_module_names", ()):
+        return True
+    if top in _OWN_PACKAGES:
+        return False
+    spec = importlib.util.find_spec(top)
+    origin = spec.origin if spec is not None else None
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return origin is not None and any(os.path.realpath(origin).startswith(os.path.realpath(r) + os.sep)
+                                      for r in roots)
+
+
 def resolve_job(reference: str) -> Callable[..., Any]:
-    module_name, _, qualname = reference.partition(":")
+    """The job a replay string names. A replay string is data, never code: it may only name a
+    plain function of the user's own code (not of the standard library, builtins or installed
+    packages), defined where it is named."""
+    module_name, _, qualname = reference.partition(":") if isinstance(reference, str) else ("", "", "")
+    if not _NAME.fullmatch(module_name) or not _NAME.fullmatch(qualname):
+        raise ConfigError(f"replay string: the job {reference!r} is not 'module:function'")
+    if _installed_elsewhere(module_name.split(".")[0]):
+        raise ConfigError(f"replay string: the job {reference!r} is not from your own code (the standard "
+                          "library, builtins and installed packages are never run from a replay string); "
+                          "pass the job: simfs.replay(text, job)")
     try:
         target: Any = importlib.import_module(module_name)
         for part in qualname.split("."):
             target = getattr(target, part)
     except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot import the job {reference!r} recorded in the replay string: {exc}") from None
+        raise ConfigError(f"replay string: cannot import the job {reference!r}: {exc}") from None
+    if not isinstance(target, types.FunctionType) or (target.__module__, target.__qualname__) != (module_name,
+                                                                                                  qualname):
+        raise ConfigError(f"replay string: {reference!r} is not a function defined there (a replay runs only "
+                          "the job function it recorded); pass the job: simfs.replay(text, job)")
     return target
+
+
+def hash_seed() -> dict[str, Any]:
+    """How this process hashes str (PYTHONHASHSEED), so a replay can tell it iterates sets and
+    dicts of str in another order."""
+    return {"env": os.environ.get("PYTHONHASHSEED"), "probe": hash("simfs replay hash probe")}
+
+
+def hash_mismatch(recorded: dict[str, Any] | None) -> str:
+    """A note when this process hashes str differently from the recorded run ('' if not)."""
+    if not recorded or recorded.get("probe") == hash("simfs replay hash probe"):
+        return ""
+    seed = recorded.get("env")
+    how = (f"set PYTHONHASHSEED={seed} to replay it exactly" if seed is not None else
+           "it ran with a random hash seed: run both with the same PYTHONHASHSEED to replay it exactly")
+    return ("this process hashes str differently from the recorded run (PYTHONHASHSEED), so sets and dicts "
+            f"of str may iterate in another order: {how}")

@@ -11,6 +11,7 @@ from typing import Any
 from ..runtime.scheduler import Task
 from .registry import current, patch, patch_function
 
+_MAX_SLEEP = (2**63 - 1) / 1e9
 _SLEEP_ZERO = 1e-6  # sleep(0) still lets virtual time move, so spin loops terminate
 
 
@@ -31,6 +32,8 @@ def sleep(task: Task, seconds: float) -> None:
         raise TypeError(f"'{type(seconds).__name__}' object cannot be interpreted as an integer or float")
     if math.isnan(seconds) or seconds < 0:
         raise ValueError("sleep length must be non-negative")
+    if seconds > _MAX_SLEEP:  # as CPython: nanoseconds in a signed 64-bit integer
+        raise OverflowError("timestamp too large to convert to C _PyTime_t")
     machine = _machine(task)
     proc = task.context
     machine.note("sleep", "", f"{seconds:g}s", rank=proc.rank, node=proc.node)

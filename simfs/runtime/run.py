@@ -158,7 +158,7 @@ class Run:
         """Run until every rank is done, the run's time limit passes, or the run is aborted;
         ranks still running then are ended (as a job scheduler kills a job)."""
         sched, state = self.sched, self.state
-        limit = sched.now + self.settings.time_limit
+        limit = sched.limit = sched.now + self.settings.time_limit
         marshal = self.marshal
 
         def aborted() -> bool:

@@ -90,6 +90,7 @@ class Scheduler:
         self.choices = choices
         self.clock = clock
         self.now = clock.now
+        self.limit = float("inf")  # the clock never goes past this (the run's time limit)
         self._times: list[float] = []
         self._buckets: dict[float, list[tuple[Task, int]]] = {}
         self._events: list[tuple[float, int, Event]] = []  # fire before tasks due at the same time
@@ -120,6 +121,12 @@ class Scheduler:
             while self._times and not self._buckets[self._times[0]]:
                 del self._buckets[heapq.heappop(self._times)]
             task_at = self._times[0] if self._times else None
+            if task_at is None and not self._events:
+                return None
+            due = min(t for t in (task_at, self._events[0][0] if self._events else None) if t is not None)
+            if due > self.limit:  # nothing due before the limit: time stops just past it
+                self.now = self.clock.now = max(self.now, self.limit + 1e-9)
+                return None
             if self._events and (task_at is None or self._events[0][0] <= task_at):
                 at, _, event = heapq.heappop(self._events)
                 self.now = self.clock.now = max(self.now, at)
