@@ -50,10 +50,11 @@ def _write_report(path: str | None, payload: Any) -> None:
     print(f"report: {path}")
 
 
-def _cluster(args: argparse.Namespace, seed: int) -> simfs.Cluster:
+def _cluster(args: argparse.Namespace, seed: int, profile: str | None = None) -> simfs.Cluster:
     faults = [fault_from_dict(json.loads(text)) for text in args.fault]
-    profile = simfs.Profile.load(args.profile) if args.profile.endswith(".toml") else args.profile
-    return simfs.Cluster(nodes=args.nodes, ranks_per_node=args.ranks_per_node, profile=profile, seed=seed,
+    name = profile or args.profile or "nfs"
+    chosen = simfs.Profile.load(name) if name.endswith(".toml") else name
+    return simfs.Cluster(nodes=args.nodes, ranks_per_node=args.ranks_per_node, profile=chosen, seed=seed,
                          faults=faults)
 
 
@@ -73,18 +74,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    """The default job: the naive makedirs pattern fails on some seeds, the fixed one never."""
-    print(f"simfs demo: {args.nodes} nodes x {args.ranks_per_node} ranks on profile {args.profile!r}, "
-          f"seeds {args.seed}..{args.seed + args.seeds - 1}")
+    """The default job: each naive pattern fails on the profile whose real filesystem makes it
+    fail, the fixed pattern next to it never does (``--profile`` runs every case on one profile)."""
+    every = f", every case on profile {args.profile!r}" if args.profile else ""
+    print(f"simfs demo: {args.nodes} nodes x {args.ranks_per_node} ranks, "
+          f"seeds {args.seed}..{args.seed + args.seeds - 1}{every}")
     outcome: dict[str, Any] = {}
-    for job in (demo.naive_makedirs, demo.fixed_makedirs):
+    expected = True
+    for case in demo.CASES:
+        profile = args.profile or case.profile
         failures = []
         for seed in range(args.seed, args.seed + args.seeds):
-            result = _cluster(args, seed).run(job)
+            result = _cluster(args, seed, profile).run(case.job)
             if not result.ok:
-                failures.append({"seed": seed, **result_to_json(result)})
-        outcome[job.__name__] = failures
-        print(f"\n{job.__name__}: {job.__doc__.strip()}")
+                failures.append({"seed": seed, "profile": profile, **result_to_json(result)})
+        outcome[case.job.__name__] = failures
+        expected = expected and bool(failures) == case.should_fail
+        print(f"\n{case.job.__name__} on {profile}: {case.job.__doc__.strip()}")
         print(f"  failed on {len(failures)} of {args.seeds} seeds")
         if failures:
             first = failures[0]
@@ -93,8 +99,7 @@ def _run_demo(args: argparse.Namespace) -> int:
             print(f"  e.g. seed {first['seed']}: rank {rank} raised {err['type']}: {err['message']}")
             print(f"  reproduce: simfs replay {first['replay']}")
     _write_report(args.report, {"job": "demo", "failures": outcome})
-    expected = bool(outcome["naive_makedirs"]) and not outcome["fixed_makedirs"]
-    print("\n" + ("demo behaved as expected: the naive pattern races on NFS, the fixed one does not"
+    print("\n" + ("demo behaved as expected: each naive pattern fails on its profile, each fixed one does not"
                   if expected else "demo did NOT behave as expected"))
     return 0 if expected else 1
 
@@ -116,6 +121,13 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     profile = simfs.profiles.get(args.name)
     for key, value in profile.to_dict().items():
         print(f"{key} = {value!r}")
+        if key in ("name", "notes"):
+            continue
+        source = profile.source(key)
+        if source is not None:
+            print(f"    source: {source}")
+        else:
+            print(f"    source: none documented; the simfs default ({simfs.profiles.describe(key)})")
     if args.save:
         profile.save(args.save)
         print(f"saved: {args.save}")
@@ -126,11 +138,12 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="simfs", description="Simulated clusters with NFS-like shared filesystems.")
     sub = top.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a job on a simulated cluster (default: the makedirs demo)")
+    run = sub.add_parser("run", help="run a job on a simulated cluster (default: the demo of real failures)")
     run.add_argument("job", nargs="?", help="'module:function' or 'file.py:function' (default: the demo)")
     run.add_argument("--nodes", type=int, default=2)
     run.add_argument("--ranks-per-node", type=int, default=4)
-    run.add_argument("--profile", default="nfs", help="built-in profile name or a .toml file")
+    run.add_argument("--profile", default=None,
+                     help="built-in profile name or a .toml file (default: nfs; the demo picks one per case)")
     run.add_argument("--seed", type=int, default=0, help="first seed")
     run.add_argument("--seeds", type=int, default=20, help="how many seeds to run")
     run.add_argument("--fault", action="append", default=[],

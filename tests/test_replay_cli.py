@@ -256,16 +256,18 @@ def test_demo_shows_the_naive_pattern_failing_and_the_fixed_one_not(in_tmp, caps
     report = in_tmp / "demo.json"
     assert main(["run", "--seeds", "5", "--report", str(report)]) == 0
     out = capsys.readouterr().out
-    naive = re.search(r"naive_makedirs:.*?failed on (\d+) of 5 seeds", out, re.S)
-    fixed = re.search(r"fixed_makedirs:.*?failed on (\d+) of 5 seeds", out, re.S)
+    naive = re.search(r"naive_makedirs on beegfs:.*?failed on (\d+) of 5 seeds", out, re.S)
+    fixed = re.search(r"fixed_makedirs on beegfs:.*?failed on (\d+) of 5 seeds", out, re.S)
     assert naive and fixed, out
     assert int(naive.group(1)) > 0
     assert int(fixed.group(1)) == 0
+    assert re.search(r"naive_exists on nfs:.*?failed on [1-5] of 5 seeds", out, re.S), out
+    assert re.search(r"fixed_exists on nfs:.*?failed on 0 of 5 seeds", out, re.S), out
     assert "simfs replay simfs1:" in out
 
     data = json.loads(report.read_text())
     assert set(data) == {"job", "failures"}
-    assert set(data["failures"]) == {"naive_makedirs", "fixed_makedirs"}
+    assert set(data["failures"]) == {"naive_makedirs", "fixed_makedirs", "naive_exists", "fixed_exists"}
     assert len(data["failures"]["naive_makedirs"]) == int(naive.group(1))
     assert data["failures"]["fixed_makedirs"] == []
     keys = {"seed", "schema", "ok", "virtual_time", "wall_time", "ops", "returns", "errors", "crashed", "hung",
@@ -339,12 +341,12 @@ def test_run_with_trace_and_a_fault(in_tmp, capsys):
 
 def test_run_with_a_profile_file(in_tmp, capsys):
     path = in_tmp / "site.toml"
-    simfs.profiles.get("lustre").replace(flock="cluster").save(path)
+    simfs.profiles.get("lustre").replace(flock="node").save(path)
     assert main(["run", f"{JOBS}:always_ok", "--nodes", "2", "--ranks-per-node", "1", "--seeds", "1",
                  "--profile", str(path), "--report", ""]) == 0
     out = capsys.readouterr().out
     replay = re.search(r"replay: (simfs1:\S+)", out).group(1)
-    assert _spec(replay)["mounts"]["/shared"] == {"base": "lustre", "flock": "cluster"}
+    assert _spec(replay)["mounts"]["/shared"] == {"base": "lustre", "flock": "node"}
 
 
 @pytest.mark.parametrize("spec, fragment", [
@@ -418,7 +420,7 @@ def test_replay_command_with_a_job(in_tmp, capsys):
 def test_profiles_command_lists_names(capsys):
     assert main(["profiles"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["local", "nfs", "lustre", "objectstore"]
+    assert [line.split()[0] for line in lines] == ["local", "nfs", "beegfs", "lustre", "objectstore"]
 
 
 def test_profiles_command_shows_and_saves(in_tmp, capsys):

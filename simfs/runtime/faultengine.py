@@ -13,8 +13,13 @@ from ..faults import CrashNode, CrashServer, EvictClient, Fault, InjectErrno, Sl
 if TYPE_CHECKING:
     from .process import Process
 
+# Space errors surface only where data reaches the server, as a full server's ENOSPC does
+# (syscalls/files.py: write() where the mount claims space at write -- a local disk's delalloc
+# reservation, fs/ext4/inode.c ext4_da_reserve_space, or Lustre grants -- and close()/fsync()
+# with dirty data on write-back mounts, fs/nfs/file.c nfs_file_flush). Never at open(O_TRUNC):
+# a truncation frees space.
 FLUSH_ERRNOS = {"ENOSPC", "EDQUOT"}
-_FLUSH_OPS = ("close", "fsync", "write", "truncate")
+_FLUSH_OPS = ("close", "fsync", "write")
 
 
 def _matches(glob: str, value: str) -> bool:
@@ -86,7 +91,8 @@ class FaultEngine:
                 raise OSError(fault.code, f"{os.strerror(fault.code)} (injected by simfs)")
 
     def flush_error(self, proc: Process, op: str, path: str) -> None:
-        """Called where data reaches the server: ENOSPC / EDQUOT surface here."""
+        """Called where data reaches the server (and only there): ENOSPC / EDQUOT surface here.
+        The caller hands the error to the same path as a full server's ENOSPC."""
         for entry in self.errnos:
             fault = entry[0]
             if fault.name in FLUSH_ERRNOS and op in _FLUSH_OPS and self._hit(entry, proc, op, path):
