@@ -4,15 +4,17 @@ Lustre, or an object store), running unmodified rank code in virtual time."""
 from . import profiles
 from .choices import ChoiceSource, HypothesisChoices, ReplayChoices, SeededChoices
 from .cluster import Cluster, replay
-from .errors import BypassError, CollectiveMismatch, OutsideSimulation, SimfsError
+from .errors import (BypassError, CollectiveMismatch, ConfigError, Interrupted, OutsideSimulation, RankKilled,
+                     SimfsError)
 from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, SlowOps, SlowRank
 from .runtime.machine import TraceEvent
 from .profiles import Profile
-from .report import CrashInfo, HangInfo, Result
+from .report import CrashInfo, HangInfo, Result, ThreadError
+from .supervise import ChildFailed, Stalled, isolated
 
 __all__ = [
-    "BypassError", "ChoiceSource", "Cluster", "CollectiveMismatch", "CrashInfo", "CrashNode", "CrashServer",
-    "EvictClient", "HangInfo", "HypothesisChoices", "InjectErrno", "OutsideSimulation", "Profile",
-    "ReplayChoices", "Result", "SeededChoices", "SimfsError", "SlowOps", "SlowRank", "TraceEvent",
-    "profiles", "replay",
+    "BypassError", "ChildFailed", "ChoiceSource", "Cluster", "CollectiveMismatch", "ConfigError", "CrashInfo",
+    "CrashNode", "CrashServer", "EvictClient", "HangInfo", "HypothesisChoices", "InjectErrno", "Interrupted",
+    "OutsideSimulation", "Profile", "RankKilled", "ReplayChoices", "Result", "SeededChoices", "SimfsError",
+    "SlowOps", "SlowRank", "Stalled", "ThreadError", "TraceEvent", "isolated", "profiles", "replay",
 ]

@@ -45,6 +45,17 @@ class CollectiveMismatch(SimfsError, RuntimeError):
     """Ranks of one group called different collectives at the same position."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a run: every rank was stopped; ``result`` is what the run had done."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__("the simulated run was interrupted (Ctrl-C); its partial result is in .result")
+        self.result = result
+
+    def __reduce__(self) -> tuple[type, tuple[object]]:
+        return type(self), (self.result,)
+
+
 class OutsideSimulation(BaseException):
     """Raised into a rank that blocked outside the simulation for longer than the watchdog
     (a BaseException, so that ``except Exception`` in rank code does not swallow it)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import _real
 from ..choices import ChoiceSource
-from ..errors import OutsideSimulation, SimfsError, TaskKilled
+from ..errors import Interrupted, OutsideSimulation, SimfsError, TaskKilled
 from ..faults import Fault
 from ..fs.filesystems import Filesystems
 from ..report import CrashInfo, HangInfo, Result, ThreadError, format_exception, user_frame
@@ -74,6 +74,7 @@ class Run:
         self.fs = fs
         self.machine = Machine(fs, self.sched, faults, host)
         self.state = _State()
+        self.stopping = False  # Ctrl-C: stop at the next switch
         self.machine.on_crash = self._record_crash
         self.world = DistWorld(self.sched, settings.world_size, latency=settings.collective_latency,
                                bandwidth=settings.collective_bandwidth, timeout=settings.collective_timeout,
@@ -93,8 +94,13 @@ class Run:
         self.sched.enter = per_process.enter
         sim = threading.Thread(target=self._drive, name="simfs-run", daemon=True)
         sim.start()
+        interrupted = False
         try:
-            self._supervise(sim)
+            try:
+                self._supervise(sim)
+            except KeyboardInterrupt:
+                interrupted = True
+                self._stop(sim)
             sim.join()
         finally:
             per_process.leave()
@@ -106,7 +112,20 @@ class Run:
             raise self.marshal.failure
         if self.state.error is not None:
             raise self.state.error
-        return self._result(start, wall, replay)
+        result = self._result(start, wall, replay)
+        if interrupted:
+            raise Interrupted(result)
+        return result
+
+    def _stop(self, sim: threading.Thread) -> None:
+        """Ctrl-C: every rank stops at its next operation; a rank busy in Python code without
+        any is interrupted where it is."""
+        self.stopping = True
+        for _ in range(20):
+            if self.state.done.wait(0.25):
+                return
+            _raise_in_thread(sim.ident, _Stop)
+        raise SimfsError("Ctrl-C could not stop the simulation thread (a rank swallows every exception?)")
 
     # -- ranks -------------------------------------------------------------------------------------
     def _spawn_ranks(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -165,8 +184,10 @@ class Run:
             return marshal is not None and marshal.failure is not None
 
         try:
-            sched.run(stop=lambda: aborted() or sched.now > limit, tick=_young_gc)
-            if aborted():
+            sched.run(stop=lambda: self.stopping or aborted() or sched.now > limit, tick=_young_gc)
+            if self.stopping:
+                reason = "the run was interrupted (Ctrl-C)"
+            elif aborted():
                 reason = "the run was aborted"
             elif sched.now > limit:
                 reason = "the run reached its virtual time limit"
@@ -259,6 +280,11 @@ class Run:
                       crashed=state.crashed, hung=hung,
                       virtual_time=sched.now - start, wall_time=wall, trace=self.machine.trace, replay=replay,
                       ops=self.machine.total_ops, switches=sched.switches, notes=state.notes)
+
+
+class _Stop(BaseException):
+    """Raised into a rank that runs Python code without any simulated operation when Ctrl-C
+    stops the run."""
 
 
 def _young_gc() -> None:

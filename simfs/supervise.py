@@ -1,0 +1,189 @@
+"""``simfs.isolated``: run a function (typically many cluster runs) in a forked child process that
+the caller supervises. Host state stays untouched by construction, and a child that stops making
+progress for ``watchdog`` seconds - even inside C code that holds the GIL, which no thread of the
+same process can interrupt - is killed and reported with every thread's stack."""
+
+from __future__ import annotations
+
+import faulthandler
+import mmap
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from . import checks
+from .errors import SimfsError
+
+_BEAT = struct.Struct("d")
+_STACKS = signal.SIGUSR2
+_GRACE = 2.0  # seconds a stuck child gets to write its stacks before it is killed
+
+
+class Stalled(SimfsError):
+    """The isolated child made no progress for longer than its watchdog; ``stacks`` holds every
+    thread's stack as faulthandler wrote it just before the child was killed."""
+
+    def __init__(self, message: str, stacks: str) -> None:
+        super().__init__(f"{message}\n{stacks}")
+        self.stacks = stacks
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (str(self).partition("\n")[0], self.stacks)
+
+
+class ChildFailed(SimfsError):
+    """The isolated child raised something that cannot cross the process boundary, or died."""
+
+
+def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a forked child: its return value (pickled back), or its
+    exception raised here. Raises Stalled if the child makes no progress for ``watchdog`` real
+    seconds; Ctrl-C stops the child and raises KeyboardInterrupt."""
+    checks.number("isolated", "watchdog", watchdog, 0.0, 86400.0, lo_open=True, unit=" real seconds")
+    beat = mmap.mmap(-1, _BEAT.size)  # shared with the child: its last sign of life
+    _BEAT.pack_into(beat, 0, time.monotonic())
+    stacks = tempfile.TemporaryFile()
+    read_end, write_end = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        _child(fn, args, kwargs, beat, stacks.fileno(), write_end)
+    os.close(write_end)
+    try:
+        payload = _supervise(pid, read_end, beat, stacks, watchdog)
+    finally:
+        os.close(read_end)
+        stacks.close()
+        beat.close()
+    kind, value = pickle.loads(payload)
+    if kind == "error":
+        raise value
+    return value
+
+
+def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], beat: mmap.mmap,
+           stacks_fd: int, out: int) -> None:
+    code = 0
+    try:
+        faulthandler.register(_STACKS, file=os.fdopen(os.dup(stacks_fd), "w"), all_threads=True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        threading.Thread(target=_heartbeat, args=(beat,), daemon=True, name="simfs-heartbeat").start()
+        try:
+            result: tuple[str, Any] = ("value", fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+            result = ("error", exc)
+        payload = _pickled(result)
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(out, view):]
+    except BaseException:  # noqa: BLE001 - the child must never return into the parent's code
+        traceback.print_exc()
+        code = 70
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _pickled(result: tuple[str, Any]) -> bytes:
+    try:
+        return pickle.dumps(result)
+    except Exception as exc:  # noqa: BLE001 - an unpicklable value or exception is described instead
+        kind, value = result
+        what = "".join(traceback.format_exception(value)) if kind == "error" else repr(value)[:2000]
+        return pickle.dumps(("error", ChildFailed(f"the isolated call's {'exception' if kind == 'error' else 'result'}"
+                                                  f" cannot be sent back ({exc}):\n{what}")))
+
+
+def _heartbeat(beat: mmap.mmap) -> None:
+    """A thread that can run only while no one holds the GIL for long: its beat is the sign of
+    life the parent watches."""
+    while True:
+        _BEAT.pack_into(beat, 0, time.monotonic())
+        time.sleep(0.1)
+
+
+def _supervise(pid: int, fd: int, beat: mmap.mmap, stacks: Any, watchdog: float) -> bytes:
+    chunks: list[bytes] = []
+    try:
+        while True:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                data = os.read(fd, 1 << 20)
+                if not data:
+                    break
+                chunks.append(data)
+                continue
+            silent = time.monotonic() - _BEAT.unpack_from(beat, 0)[0]
+            if silent > watchdog:
+                raise Stalled(f"the isolated child made no progress for {silent:.1f}s (watchdog {watchdog:g}s): "
+                              "a rank holds the GIL in C code, or simfs itself hangs; its threads were:",
+                              _stacks_of(pid, stacks))
+    except KeyboardInterrupt:
+        interrupted = _after_interrupt(pid, fd)  # the child was interrupted too: its partial result
+        _kill(pid)
+        if interrupted is not None:
+            return interrupted
+        raise
+    except BaseException:
+        _kill(pid)
+        raise
+    _, status = os.waitpid(pid, 0)
+    if not chunks:
+        raise ChildFailed(f"the isolated child died without a result (wait status {status})")
+    return b"".join(chunks)
+
+
+def _after_interrupt(pid: int, fd: int) -> bytes | None:
+    """Ctrl-C: the child stops its ranks and sends what it has (a simfs.Interrupted carrying the
+    partial result), or is killed after a grace period."""
+    try:
+        os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+        return None
+    chunks, deadline = [], time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            data = os.read(fd, 1 << 20)
+            if not data:
+                return b"".join(chunks) or None
+            chunks.append(data)
+    return None
+
+
+def _stacks_of(pid: int, stacks: Any) -> str:
+    """Ask the child's faulthandler for every thread's stack (it writes them even while the GIL
+    is held) and read them once they stop growing."""
+    try:
+        os.kill(pid, _STACKS)
+    except ProcessLookupError:
+        return "(the child was already gone)"
+    deadline, size = time.monotonic() + _GRACE, -1
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = os.fstat(stacks.fileno()).st_size
+        if now and now == size:
+            break
+        size = now
+    stacks.seek(0)
+    return stacks.read().decode(errors="replace") or "(the child wrote no stacks)"
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
