@@ -491,6 +491,9 @@ _BUILTIN: dict[str, Profile] = {
             "unlink_open": "gcsfuse docs/semantics.md, Stale File Handle Errors: reads and writes of an object "
                            "deleted or replaced elsewhere get ESTALE",
             "torn_sector": "an object generation is uploaded whole or not at all (Cloud Storage consistency)",
+            "capacity": "unlimited (the dataclass default): a Cloud Storage bucket has no documented capacity; "
+                        "gcsfuse's staged writes need local temp-dir space (semantics.md: 'out of space' error), "
+                        "which is not modelled",
             "dir_mtime": "gcsfuse docs/semantics.md: 'Cloud Storage FUSE does not keep track of modification "
                          "time for directories'; mountpoint-s3 uses the mount time, s3fs the epoch, goofys the "
                          "mount time (goofys#249): none moves when another client adds an entry",
