@@ -152,6 +152,10 @@ class Profile:
             raise ValueError(f"profile {self.name!r}: jitter must be in [0, 1), got {self.jitter}")
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle and deepcopy (a read-only mapping cannot be pickled itself)."""
+        return _rebuild, (self.to_dict(), dict(self.sources))
+
     @property
     def coherent(self) -> bool:
         """True when no node ever sees stale metadata."""
@@ -216,6 +220,10 @@ class Profile:
         if "profile" in data and isinstance(data["profile"], dict) and len(data) == 1:
             data = data["profile"]
         return cls.from_dict(data, source=os.fspath(path))
+
+
+def _rebuild(params: dict[str, Any], sources: dict[str, str]) -> Profile:
+    return Profile(**params, sources=sources)
 
 
 def param_names() -> list[str]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
+import pickle
 from pathlib import Path
 
 import pytest
@@ -182,6 +184,14 @@ def test_sources_name_known_parameters_and_are_text():
     assert profile.source("acregmin") == "mine" and profile.source("acregmax") is None
     with pytest.raises(TypeError):
         profile.sources["acregmin"] = "changed"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_profiles_pickle_and_deepcopy_with_their_sources(name):
+    profile = profiles.get(name).replace(acregmin=0.0)
+    for twin in (pickle.loads(pickle.dumps(profile)), copy.deepcopy(profile)):
+        assert twin == profile and twin.notes == profile.notes
+        assert dict(twin.sources) == dict(profile.sources)
 
 
 def test_replace_drops_the_source_of_a_changed_value_unless_given():
