@@ -96,13 +96,13 @@ class FileCalls(SyscallsBase):
             return exc
         return None
 
-    def _send_dirty(self, of: OpenFile, op: str, commit: bool) -> None:
+    def _send_dirty(self, of: OpenFile, op: str, commit: bool, inject: bool = True) -> None:
         """Where a write-back mount's data reaches the server (close, fsync): an injected
         ENOSPC / EDQUOT and a full server fail the same way: the dirty data is lost (as Linux
         drops pages whose write-back failed) and the error is raised here, once."""
         client = of.client
         if client.has_dirty(of.ino):
-            client.flush(of.ino, self._injected(op, of))
+            client.flush(of.ino, self._injected(op, of) if inject else None)
         error = client.take_error(of.ino)
         if error is not None:
             raise error
@@ -183,8 +183,8 @@ class FileCalls(SyscallsBase):
         written = client.write(of.ino, at, data, failure)
         if offset is None:
             of.pos = at + written
-        if of.sync:
-            self._send_dirty(of, "write", commit=True)
+        if of.sync:  # (where space was claimed at write, an injected error had its chance there)
+            self._send_dirty(of, "write", commit=True, inject=not claims_now)
         return written
 
     def lseek(self, fd: int, pos: int, how: int) -> int:
