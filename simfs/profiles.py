@@ -129,7 +129,9 @@ class Profile:
                 "at its creation time ('fixed': object-store mounts fake directory times)")
     capacity: float = _param(
         math.inf, "bytes of file data the mount can hold, >= 0 (inf: unlimited); a write past it fails with ENOSPC "
-                  "where the data reaches the server, and statvfs reports it")
+                  "where the data reaches the server (write() where the mount claims space at write, else close() "
+                  "and fsync()), and statvfs reports it. Counts file bytes, not blocks, metadata or directories; a "
+                  "hole left by an extending truncate or a write past the end takes none")
     rpc_latency: float = _param(2e-6, "virtual seconds per request to the server, >= 0")
     local_latency: float = _param(1e-7, "virtual seconds per operation answered from the node's caches, >= 0")
     bandwidth: float = _param(2e9, "bytes per virtual second of data sent to or from the server, > 0")
@@ -331,7 +333,9 @@ _BUILTIN: dict[str, Profile] = {
               "directory's attributes expire and it is seen to change), a failed create drops its entry (so "
               "makedirs(exist_ok=True) does not raise on kernel NFS), write errors (ENOSPC, EDQUOT) at "
               "close()/fsync(), ESTALE and silly rename. NFSv3 (change detection by timestamps): "
-              "replace(change_detection='timestamps')",
+              "replace(change_detection='timestamps'). simfs differs: a write-back error is reported once per node "
+              "and file, to the next close()/fsync() (Linux keeps it per open file and also fails later write() "
+              "calls: fs/nfs/file.c nfs_file_write); a WRITE that does not fit is cut where the space ends",
         sources={
             "acregmin": "include/uapi/linux/nfs_fs.h NFS_DEF_ACREGMIN (3); " + _NFS5 + " acregmin: 'the NFS "
                         "client uses a 3-second minimum'",
@@ -430,7 +434,8 @@ _BUILTIN: dict[str, Profile] = {
         mtime_granularity=1.0, capacity=float(PiB), rpc_latency=3e-4, bandwidth=2e9, jitter=0.5,
         notes="Lustre (>= 2.12.3 client defaults): coherent through the distributed lock manager (no attribute "
               "ttl), flock coherent across nodes (mount.lustre(8) flock; 'localflock' is flock='node'), space "
-              "granted at write(), client eviction drops dirty data (then EIO). A stale 'not found' reported on "
+              "granted at write() (modelled as a server-wide reservation), client eviction drops dirty data "
+              "(then EIO); noflock (ENOSYS) is not modelled. A stale 'not found' reported on "
               "some Lustre scratch systems is not the default: profiles.get('lustre')"
               ".replace(**profiles.LUSTRE_STALE_NEGATIVE)",
         sources={
@@ -464,7 +469,11 @@ _BUILTIN: dict[str, Profile] = {
               "wins (another node's later flush of an object it opened before gets ESTALE), rename is copy + "
               "delete, renaming a directory with entries fails (EMFILE), rmdir lists then deletes, directory "
               "times are fixed. semantics.md still shows an older 'last writer wins' example next to the ESTALE "
-              "rule; simfs follows the ESTALE rule (precondition-errors defaults to true)",
+              "rule; simfs follows the ESTALE rule (precondition-errors defaults to true). simfs differs: the "
+              "generation an upload is checked against is the one the node knew at its first write (gcsfuse: the "
+              "one its file handle opened; the same within the 60 s stat cache); close-to-open is kept although "
+              "semantics.md promises it only with caching disabled; streaming writes (the default since v3.0) are "
+              "modelled as staged writes (both upload at close); implicit directories are not modelled",
         sources={
             "acregmin": "gcsfuse cfg/params.yaml metadata-cache.ttl-secs = 60",
             "acregmax": "gcsfuse metadata-cache.ttl-secs = 60",
