@@ -120,14 +120,16 @@ class Cluster:
 
         install()
         collecting = gc.isenabled()
-        gc.freeze()  # the host's objects need no cycle collection while ranks allocate...
+        freezing = gc.get_freeze_count() == 0  # never thaw what the host froze itself
+        if freezing:
+            gc.freeze()  # the host's objects need no cycle collection while ranks allocate...
         gc.disable()  # ...and full collections wait for the end of the run (see run._young_gc)
         try:
             return self._run(job, args, kwargs, faults, choices)
         finally:
-            gc.unfreeze()
-            if collecting:
-                gc.enable()
+            if freezing:
+                gc.unfreeze()
+            (gc.enable if collecting else gc.disable)()
 
     def _run(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
              faults: Iterable[Fault] | None, choices: Any) -> Result:

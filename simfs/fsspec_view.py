@@ -136,6 +136,9 @@ class SimFileSystem(AbstractFileSystem):
 
 
 def register() -> None:
+    """Make simfs:// known to fsspec (once; the package's entry point does it for fresh
+    processes)."""
     import fsspec
 
-    fsspec.register_implementation("simfs", SimFileSystem, clobber=True)
+    if fsspec.registry.get("simfs") is not SimFileSystem:
+        fsspec.register_implementation("simfs", SimFileSystem, clobber=True)

@@ -194,7 +194,7 @@ def scen_fds(base: str) -> dict:
     out["pwrite"] = os.pwrite(fd, b"W", 0)
     out["pread"] = os.pread(fd, 5, 0)
     out["pos_after_p"] = os.lseek(fd, 0, os.SEEK_CUR)
-    fd2 = os.dup(fd)
+    fd2 = os.dup2(fd, fd + 50)  # (os.dup of a simulated file is refused: its users are C code)
     out["dup_shares_offset"] = os.lseek(fd2, 0, os.SEEK_CUR)
     os.lseek(fd, 0, os.SEEK_SET)
     out["dup_moved"] = os.lseek(fd2, 0, os.SEEK_CUR)

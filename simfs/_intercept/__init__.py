@@ -7,7 +7,7 @@ it acts on the rank's simulated machine."""
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 import threading
 
 from . import audit, clock, files, hostcalls, oslevel, procstate, signals, stdlib, thirdparty, threads
@@ -26,12 +26,13 @@ def install() -> None:
             for group in (files, procstate, clock, stdlib, threads, signals, thirdparty, hostcalls, oslevel):
                 group.install()
             oslevel.patch_everything_else()
-            if importlib.util.find_spec("fsspec") is not None:
-                from ..fsspec_view import register
-
-                register()
             audit.install()
             _installed = True
         else:
             verify()
+            thirdparty.install()  # libraries imported since the last run
+        if sys.modules.get("fsspec") is not None:
+            from ..fsspec_view import register
+
+            register()
         scan_modules()

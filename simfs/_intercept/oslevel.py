@@ -21,7 +21,7 @@ SYSCALLS = (
     "stat", "lstat", "fstat", "access", "listdir", "scandir", "readlink", "statvfs", "fstatvfs",
     "getcwd", "getcwdb", "chdir", "mkdir", "rmdir", "unlink", "remove", "rename", "replace", "link",
     "symlink", "chmod", "fchmod", "chown", "fchown", "utime", "truncate", "open", "close", "read",
-    "pread", "write", "pwrite", "lseek", "fsync", "fdatasync", "ftruncate", "dup", "dup2", "isatty",
+    "pread", "write", "pwrite", "lseek", "fsync", "fdatasync", "ftruncate", "dup2", "isatty",
 )
 # calls whose first argument is a descriptor: 0-2 are the process's console (runtime/console.py)
 _FD_CALLS = {"fstat", "close", "read", "write", "isatty", "fsync", "fdatasync", "lseek", "ftruncate", "dup",
@@ -154,6 +154,14 @@ def _nice(task: Task, increment: int) -> int:
     return int(settings["nice"])
 
 
+def _dup(task: Task, fd: int) -> int:
+    """os.dup of a simulated descriptor is refused: its only users are C code that then needs a
+    real descriptor (numpy.ndarray.tofile, fdopen), which would fail obscurely."""
+    raise BypassError("os.dup of a simulated file",
+                      "C code such as numpy.ndarray.tofile needs a real descriptor to write into",
+                      "write through Python instead, e.g. f.write(array.tobytes())")
+
+
 def _not_a_terminal(task: Task, fd: int) -> str:
     raise OSError(errno.ENOTTY, os.strerror(errno.ENOTTY))
 
@@ -175,7 +183,7 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "get_inheritable": lambda task, fd: (task.context.sys._fd(fd), False)[1],
     "set_inheritable": lambda task, fd, inheritable: (task.context.sys._fd(fd), None)[1],
     "device_encoding": lambda task, fd: (task.context.sys._fd(fd), None)[1],
-    "umask": _umask, "register_at_fork": lambda task, **hooks: None, "sync": _sync, "nice": _nice,
+    "dup": _dup, "umask": _umask, "register_at_fork": lambda task, **hooks: None, "sync": _sync, "nice": _nice,
     "wait": _no_children, "waitpid": _no_children, "wait3": _no_children, "wait4": _no_children,
     "waitid": _no_children,
     "getpgid": lambda task, pid: task.context.settings.get("pgid", task.context.pid),

@@ -4,6 +4,7 @@ importlib.reload, and logging handlers that hold real files."""
 
 from __future__ import annotations
 
+import _posixshmem
 import _posixsubprocess
 import faulthandler
 import fcntl
@@ -12,6 +13,7 @@ import logging
 import mmap
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -202,8 +204,18 @@ def _emit(task: Task, handler: logging.StreamHandler, record: logging.LogRecord)
     original(logging.StreamHandler, "emit")(handler, record)  # a console or an in-memory stream
 
 
+def _no_socket(task: Task, *args: Any, **kwargs: Any) -> Any:
+    raise BypassError("socket", "real network and Unix sockets are not simulated")
+
+
 def install() -> None:
     patch_function(importlib, "reload", _reload)
+    # refused before any real descriptor is made (the audit hook sees sockets only once they exist)
+    patch_function(socket.socket, "__init__", _no_socket)
+    for name in ("socketpair", "fromfd", "create_connection", "create_server"):
+        patch_function(socket, name, _no_socket)
+    patch_function(_posixshmem, "shm_open", _refuse("shm_open", "it creates real shared memory in /dev/shm"))
+    patch_function(_posixshmem, "shm_unlink", _refuse("shm_unlink", "it removes real shared memory"))
     patch_function(_posixsubprocess, "fork_exec", _refuse("_posixsubprocess.fork_exec",
                                                           "it starts a real process"))
     for name in ("enable", "disable", "is_enabled", "register", "unregister", "dump_traceback",

@@ -4,7 +4,7 @@ torch offers a Python-file path, refused by name where it does not."""
 from __future__ import annotations
 
 import builtins
-import importlib.util
+import sys
 from typing import Any
 
 from ..errors import BypassError
@@ -96,8 +96,37 @@ def _install_torch() -> None:
     torchdist.install()
 
 
+def _install_safetensors() -> None:
+    """safetensors opens paths in Rust: inside a rank, files go through simulated Python files
+    (save_file writes save()'s bytes, load_file loads load()'s); safe_open maps the file and is
+    refused."""
+    import safetensors
+    import safetensors.torch as st_torch
+
+    def save_file(task: Task, tensors: Any, filename: Any, metadata: Any = None) -> None:
+        data = st_torch.save(tensors, metadata=metadata)
+        with open(filename, "wb") as f:
+            f.write(data)
+
+    def load_file(task: Task, filename: Any, device: Any = "cpu") -> Any:
+        with open(filename, "rb") as f:
+            tensors = st_torch.load(f.read())
+        return {k: v.to(device) for k, v in tensors.items()} if device != "cpu" else tensors
+
+    patch_function(st_torch, "save_file", save_file)
+    patch_function(st_torch, "load_file", load_file)
+    patch_function(safetensors, "safe_open", _refuse("safetensors.safe_open", "it maps the file in Rust",
+                                                     "load with safetensors.torch.load(open(path, 'rb').read())"))
+
+
+_INSTALLERS = {"numpy": _install_numpy, "torch": _install_torch, "safetensors.torch": _install_safetensors}
+_done: set[str] = set()
+
+
 def install() -> None:
-    if importlib.util.find_spec("numpy") is not None:
-        _install_numpy()
-    if importlib.util.find_spec("torch") is not None:
-        _install_torch()
+    """Patch the libraries the process has imported by now (simfs imports none itself, so a
+    host that never uses them keeps its interpreter as it was)."""
+    for module, installer in _INSTALLERS.items():
+        if sys.modules.get(module) is not None and module not in _done:
+            _done.add(module)
+            installer()

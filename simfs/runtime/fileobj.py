@@ -141,6 +141,31 @@ class SimFileIO(io.RawIOBase):
         return f"<simfs.SimFileIO name={self.name!r} mode={self._mode!r}>"
 
 
+class NullIO(io.RawIOBase):
+    """/dev/null of a simulated machine: writes vanish, reads are at their end."""
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return 0
+
+    def write(self, data: Any) -> int:
+        return memoryview(data).nbytes
+
+
+def _null_file(mode: str, buffering: int, encoding: str | None, errors: str | None, newline: str | None) -> Any:
+    raw = NullIO()
+    if "b" in mode:
+        return raw if buffering == 0 else io.BufferedRandom(raw) if "+" in mode else \
+            io.BufferedReader(raw) if "r" in mode else io.BufferedWriter(raw)
+    buffered = io.BufferedWriter(raw) if "r" not in mode or "+" in mode else io.BufferedReader(raw)
+    return io.TextIOWrapper(buffered, io.text_encoding(encoding), errors, newline)
+
+
 class ConsoleIO(io.RawIOBase):
     """A raw file over one of the process's console descriptors (0-2, runtime/console.py)."""
 
@@ -183,6 +208,8 @@ def sim_open(sys: Syscalls, file: Any, mode: str = "r", buffering: int = -1, enc
                                 io.text_encoding(encoding), errors, newline, line_buffering=True)
     if not isinstance(file, int):
         file = os.fspath(file)
+        if file in (os.devnull, os.fsencode(os.devnull)):
+            return _null_file(mode, buffering, encoding, errors, newline)
         if isinstance(file, (str, bytes)) and file and sys.machine.is_real(sys._abs(file)[0]):
             if set(mode) & set("wax+"):
                 raise sys._real_write_refused(file)

@@ -1,14 +1,18 @@
 """Interpreter-wide settings that rank code can change only through the shared interpreter
-(recursion limit, switch interval, garbage collector, warnings filters, logging configuration,
-socket default timeout): taken before a run and put back after it, so the host is as it was.
-No bytecode is written while ranks run."""
+(recursion limit, switch interval, int digits, dlopen flags, garbage collector, warnings filters,
+logging configuration, socket default timeout, threading's trace hooks, builtins, sys.modules,
+the host's random generator): taken before a run and put back after it, so the host is as it
+was. No bytecode is written while ranks run."""
 
 from __future__ import annotations
 
+import builtins
 import gc
 import logging
+import random
 import socket
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -28,13 +32,25 @@ class HostGuard:
         self.bytecode = sys.dont_write_bytecode
         self.filters = list(warnings.filters)
         self.timeout = socket.getdefaulttimeout()
+        self.int_digits = sys.get_int_max_str_digits()
+        self.dlopen = sys.getdlopenflags()
+        self.thread_hooks = (threading._trace_hook, threading._profile_hook)  # type: ignore[attr-defined]
+        self.builtins = dict(vars(builtins))
+        self.modules = dict(sys.modules)
+        self.random = random._inst.getstate()  # type: ignore[attr-defined]
         self.logging_disable = logging.root.manager.disable
         self.loggers: list[tuple[logging.Logger, list[Any], int, bool, bool]] = [
             (lg, list(lg.handlers), lg.level, lg.propagate, lg.disabled) for lg in _loggers()]
         sys.dont_write_bytecode = True  # imports inside ranks must not write __pycache__ to the real disk
 
     def restore(self) -> None:
+        self._restore_namespaces()
         sys.setrecursionlimit(self.recursion)
+        sys.set_int_max_str_digits(self.int_digits)
+        sys.setdlopenflags(self.dlopen)
+        threading._trace_hook, threading._profile_hook = self.thread_hooks  # type: ignore[attr-defined]
+        if random._inst.getstate() != self.random:  # type: ignore[attr-defined]
+            random._inst.setstate(self.random)  # type: ignore[attr-defined]
         sys.setswitchinterval(self.switch)
         gc.set_threshold(*self.gc_threshold)
         sys.dont_write_bytecode = self.bytecode
@@ -53,3 +69,16 @@ class HostGuard:
             if id(lg) not in known:
                 lg.handlers.clear()  # a logger made during the run: its handlers were rank code's
         logging.Logger.manager._clear_cache()  # type: ignore[attr-defined]
+
+    def _restore_namespaces(self) -> None:
+        """builtins and sys.modules as they were (modules imported during the run stay: an
+        import is a cache, but a replaced module or a new builtin is rank code's change)."""
+        space = vars(builtins)
+        if space != self.builtins:
+            for name in [n for n in space if n not in self.builtins]:
+                del space[name]
+            space.update(self.builtins)
+        modules = sys.modules
+        for name, module in self.modules.items():
+            if modules.get(name) is not module:
+                modules[name] = module

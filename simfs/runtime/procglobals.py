@@ -90,6 +90,7 @@ SLOTS: list[tuple[str, str, Make]] = [
     ("sys", "displayhook", lambda proc, host: sys.__displayhook__),
     ("sys", "unraisablehook", lambda proc, host: sys.__unraisablehook__),
     ("threading", "excepthook", lambda proc, host: threading.__excepthook__),
+    ("random", "_inst", lambda proc, host: proc.random),
     ("filelock._api", "_FORK_STATE", _fresh_fork_state),
 ]
 
