@@ -31,12 +31,11 @@ class HostPaths:
 
     def __init__(self) -> None:
         self.prefixes = _python_prefixes()
+        self._exact = frozenset(self.prefixes)
+        self._under = tuple(p + "/" for p in self.prefixes)
 
     def readable(self, path: str) -> bool:
-        for prefix in self.prefixes:
-            if path == prefix or path.startswith(prefix + "/"):
-                return True
-        return False
+        return path in self._exact or path.startswith(self._under)
 
 
 _cache: dict[tuple[str, ...], HostPaths] = {}

@@ -104,6 +104,8 @@ class Scheduler:
         self.switches = 0
         self._next_tid = 0
         self._loop: greenlet | None = None
+        self._stop: Callable[[], bool] | None = None
+        self._tick: Callable[[], None] | None = None
 
     # -- queueing --------------------------------------------------------------------------
     def _enqueue(self, item: Task, at: float) -> None:
@@ -181,6 +183,7 @@ class Scheduler:
         """Run until no task or event is due (all done, or the rest blocked forever), or
         until ``stop()`` says so; ``tick()`` is called every 256 switches."""
         self._loop = getcurrent()
+        self._stop, self._tick = stop, tick
         for task in self.tasks:
             if task.state != DONE and task.glet.parent is not self._loop:
                 task.glet.parent = self._loop
@@ -225,8 +228,29 @@ class Scheduler:
         if task.atomic:
             task.owed += cost
             return
-        self._enqueue(task, self.now + cost)
+        at = self.now + cost
+        if self._alone_until(at):
+            return
+        self._enqueue(task, at)
         self._switch_out(task)
+
+    def _alone_until(self, at: float) -> bool:
+        """If nothing else is due before ``at`` (so the loop would pick the running task again
+        without a draw), move the clock there and keep running: the same run, without the two
+        greenlet switches. Every 256 such steps the loop's stop and tick checks are made too."""
+        times = self._times
+        while times and not self._buckets[times[0]]:
+            del self._buckets[heapq.heappop(times)]
+        if (times and times[0] <= at) or (self._events and self._events[0][0] <= at) or at > self.limit:
+            return False
+        self.switches += 1
+        if not self.switches & 255:
+            if self._stop is not None and self._stop():
+                return False
+            if self._tick is not None:
+                self._tick()
+        self.now = self.clock.now = at
+        return True
 
     def enter_atomic(self) -> None:
         """Start a region where the running task must not be switched out (C++ code such as

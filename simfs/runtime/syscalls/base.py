@@ -44,6 +44,7 @@ class SyscallsBase:
         self.proc = proc
         self.vfs = machine.vfs[proc.node]
         self._reval = False
+        self._last_stat: tuple[Attr, Mount, os.stat_result] | None = None
 
     # -- plumbing ----------------------------------------------------------------------------
     def _abs(self, path: Any, dir_fd: int | None = None) -> tuple[str, bool]:
@@ -96,7 +97,16 @@ class SyscallsBase:
         return OSError(errno.EROFS, "simfs: the real Python installation is read-only inside a simulated rank", shown)
 
     def _stat_result(self, mount: Mount, attr: Attr) -> os.stat_result:
-        """A stat result whose times read on the same clock as time.time() in the rank."""
+        """A stat result whose times read on the same clock as time.time() in the rank (the
+        last one is reused while the attributes are the same: a stat_result is immutable)."""
+        last = self._last_stat
+        if last is not None and last[0] is attr and last[1] is mount:
+            return last[2]
+        result = self._make_stat(mount, attr)
+        self._last_stat = (attr, mount, result)
+        return result
+
+    def _make_stat(self, mount: Mount, attr: Attr) -> os.stat_result:
         size = attr.size
         mtime, ctime = attr.mtime + self.machine.epoch, attr.ctime + self.machine.epoch
         fields = [attr.st_mode, attr.ino, self.machine.dev_of(mount), attr.nlink, 0, 0, size,
