@@ -91,32 +91,11 @@ EBADF, ENOENT, ESRCH = frozenset({errno.EBADF}), frozenset({errno.ENOENT}), froz
 # -- what fails today (each entry becomes a strict xfail of the test with that id) ------------------
 
 ESCAPES: dict[str, str] = {
-    "socket.socketpair() left open": "escape: refused at socket.__new__, but the real socketpair() ran first: "
-                                     "one of its real descriptors stays open in the host",
-    "SharedMemory(create=True)": "escape: refused (at os.pipe, for the resource tracker), but the real /dev/shm "
-                                 "segment was created first: its descriptor stays open in the host",
-    "numpy.ndarray.tofile": "no escape, but neither simulated nor refused: OSError from numpy's _fdopen of the "
-                            "simulated descriptor",
-    "sys.set_int_max_str_digits": "escape: the host interpreter's limit changes (4300 -> 5000) and stays",
-    "sys.setdlopenflags": "escape: the host's dlopen flags change and stay",
-    "threading.settrace": "escape: threading._trace_hook is set in the host: its future threads get the rank's "
-                          "trace function",
-    "builtins attribute assignment": "escape: the host's builtins keep the rank's new attribute",
-    "sys.modules['os'] = fake": "escape: the host's sys.modules['os'] stays replaced (pickle.dumps(os.getpid) then "
-                                "fails in the host)",
-    "random._inst.seed": "escape: the host's global generator is reseeded (and the rank's random.random is not)",
-    "gc.enable() while the host has gc off": "escape: after the run the host's collector is on and the objects "
-                                             "it had frozen are thawed",
-    "a plain run while the host has gc off with frozen objects": "escape: run() ends with gc.unfreeze(): objects "
-                                                                 "the host had frozen are thawed",
-    "logging.warning with a host FileHandler on /dev/null": "no escape, but neither simulated nor refused: the "
-                                                            "rank's handler opens /dev/null on the simulated disk, "
-                                                            "which has none (FileNotFoundError)",
     "empty profile file": "no escape, but an empty profile file loads as a profile of defaults",
-    "C loop holding the GIL": "escape: the watchdog thread never gets the GIL: the host hangs until killed",
-    "Ctrl-C": "escape: after KeyboardInterrupt the simulation thread keeps running the ranks in the host",
-    "fresh interpreter": "escape: after the first run the host's builtins.open is a simfs dispatcher and numpy's "
-                         "warnings filters were added (simfs imported numpy)",
+    "C loop holding the GIL": "escape: Cluster.run's watchdog thread never gets the GIL: the host hangs until "
+                              "killed (simfs.isolated, a supervised forked child, is the way out)",
+    "fresh interpreter": "escape: after the first run the host's builtins.open is a different object (simfs's "
+                         "dispatcher)",
 }
 
 
