@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -87,6 +88,45 @@ def sequential_write(mb: int) -> int:
     return mb
 
 
+def empty_job() -> None:
+    """Nothing: what a run costs by itself (the search runs thousands)."""
+
+
+def barrier_job() -> None:
+    dist.barrier()
+
+
+# Run in a fresh interpreter: peak RSS of one job, or stat ops/s without the audit-hook backstop.
+_REWRITE = """
+import simfs
+def job():
+    data = b"x" * (16 << 20)
+    for _ in range(128):
+        with open("/shared/big", "wb") as f:  # rewritten, never fsynced
+            f.write(data)
+assert simfs.Cluster(profile={profile!r}).run(job).ok
+# VmHWM: this process image's peak (ru_maxrss would carry the forking parent's peak across exec)
+print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024)
+"""
+_NO_BACKSTOP = """
+import os, time, simfs, simfs._intercept.audit as audit
+audit.install = lambda: None  # as simfs was before the audit hook
+def job(n):
+    os.makedirs("/shared/d", exist_ok=True)
+    for _ in range(n):
+        os.stat("/shared/d")
+simfs.Cluster().run(job, 10)
+start = time.perf_counter()
+result = simfs.Cluster().run(job, {n})
+print(result.ops / (time.perf_counter() - start))
+"""
+
+
+def in_fresh_python(code: str) -> float:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[-1])
+
+
 def sim_run(job, *args, nodes=1, rpn=1, profile="nfs", seed=0):
     result = simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=profile, seed=seed).run(job, *args)
     if not result.ok:
@@ -128,10 +168,19 @@ def main() -> None:
     one, samples1 = median_of(args.repeats, lambda: ops_per_s(stat_loop, STAT_OPS, 1, 1))
     eight, samples8 = median_of(args.repeats, lambda: ops_per_s(mixed_ops, 400, 2, 4))
     real, _ = median_of(args.repeats, lambda: real_stat_ops(STAT_OPS))
-    rows.append(["simulated ops per wall second, 1 rank (stat, warm cache)", f"{one:,.0f}", ">= 50,000",
-                 f"real os.stat: {real:,.0f}/s"])
+    before, before_samples = median_of(args.repeats, lambda: in_fresh_python(_NO_BACKSTOP.format(n=STAT_OPS)))
+    rows.append(["simulated stat per wall second, 1 rank (warm cache)", f"{one:,.0f}", ">= 100,000",
+                 f"real os.stat: {real:,.0f}/s ({one / real:.2f}x); without the audit hook: {before:,.0f}/s"])
     rows.append(["simulated ops per wall second, 8 ranks on 2 nodes (mixed)", f"{eight:,.0f}", ">= 50,000", ""])
-    data["ops_per_s"] = {"one_rank": samples1, "eight_ranks": samples8, "real_stat": real}
+    data["ops_per_s"] = {"one_rank": samples1, "eight_ranks": samples8, "real_stat": real,
+                         "one_rank_without_audit_hook": before_samples}
+
+    cluster = simfs.Cluster(nodes=2, ranks_per_node=4)
+    empty, empty_samples = median_of(max(args.repeats, 50), lambda: timed(lambda: cluster.run(empty_job))[0])
+    rows.append(["empty 8-rank run (ms)", f"{empty * 1e3:.2f}", "<= 5", ""])
+    start, start_samples = median_of(args.repeats, lambda: timed(lambda: sim_run(barrier_job, nodes=128, rpn=8))[0])
+    rows.append(["1024 ranks: start, one barrier, exit (wall s)", f"{start:.3f}", "< 0.3", ""])
+    data["run_overhead_s"] = {"empty_8_ranks": empty_samples, "start_to_barrier_1024": start_samples}
 
     scaling = {}
     for ranks in (256, 512, 1024, 2048):
@@ -162,6 +211,12 @@ def main() -> None:
                  f"real disk + fsync: {disk:,.0f}"])
     rows.append([f"simulated sequential write, {WRITE_MB} MiB (MB/s), local", f"{local:,.0f}", ">= 200", ""])
     data["write_mb_s"] = {"nfs": nfs_samples, "local": local_samples, "real_disk": disk}
+
+    for profile in ("local", "nfs"):
+        rss, rss_samples = median_of(min(args.repeats, 3), lambda p=profile: in_fresh_python(_REWRITE.format(profile=p)))
+        rows.append([f"peak RSS, 16 MiB file rewritten 128 times without fsync (MB), {profile}", f"{rss:.0f}",
+                     "< 150", "a whole process: Python, simfs and the job's 16 MiB"])
+        data.setdefault("rewrite_peak_rss_mb", {})[profile] = rss_samples
 
     markdown = f"## simfs speed\n\nMedians of {args.repeats} runs.\n\n" + table(
         ["what", "measured", "target", "context"], rows)

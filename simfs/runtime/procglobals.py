@@ -96,41 +96,49 @@ SLOTS: list[tuple[str, str, Make]] = [
 
 
 class ProcessGlobals:
-    """Swaps the SLOTS values of one process in (``enter``) and the host's back (``leave``)."""
+    """Swaps the SLOTS values of one process in (``enter``) and the host's back (``leave``).
+    A slot is active once its module is imported; values are kept per slot index."""
 
     def __init__(self) -> None:
         self._installed: Process | None = None
-        self._host: dict[tuple[str, str], Any] = {}
-        self._tables: dict[int, dict[tuple[str, str], Any]] = {}  # id(process) -> its values
+        self._slots: list[tuple[Any, str, Make]] = []  # (module, attribute, make) of active slots
+        self._pending = list(SLOTS)  # slots whose module is not imported yet
+        self._seen = -1  # len(sys.modules) when the pending slots were last looked at
+        self._host: list[Any] = []
+        self._tables: dict[int, list[Any]] = {}  # id(process) -> its values, by slot index
+
+    def _activate(self) -> None:
+        """Slots of modules imported since; their current value is the host's."""
+        modules = sys.modules
+        if len(modules) == self._seen:
+            return
+        self._seen = len(modules)
+        for entry in list(self._pending):
+            module = modules.get(entry[0])
+            if module is not None:
+                self._pending.remove(entry)
+                self._slots.append((module, entry[1], entry[2]))
+                self._host.append(getattr(module, entry[1]))
 
     def enter(self, proc: Process | None) -> None:
         if proc is self._installed:
             return
-        modules = sys.modules
-        slots = [(m, name, make) for m, name, make in SLOTS if m in modules]
-        self._save(slots)
+        self._activate()
+        slots = self._slots
+        current = self._installed
+        saved = self._host if current is None else self._tables[id(current)]
+        for i in range(len(saved)):  # the installed process may have reassigned its values
+            owner, name, _ = slots[i]
+            saved[i] = getattr(owner, name)
         if proc is None:
-            values: dict[tuple[str, str], Any] = self._host
+            values = self._host
         else:
-            values = self._tables.setdefault(id(proc), {})
-        for module_name, name, make in slots:
-            key = (module_name, name)
-            if key not in values:
-                values[key] = make(proc, self._host[key]) if proc is not None else self._host[key]
-            setattr(modules[module_name], name, values[key])
+            values = self._tables.setdefault(id(proc), [])
+            while len(values) < len(slots):
+                values.append(slots[len(values)][2](proc, self._host[len(values)]))
+        for (owner, name, _), value in zip(slots, values):
+            setattr(owner, name, value)
         self._installed = proc
-
-    def _save(self, slots: list[tuple[str, str, Make]]) -> None:
-        """Remember the installed process's current values (it may have reassigned them)."""
-        proc = self._installed
-        table = self._host if proc is None else self._tables[id(proc)]
-        modules = sys.modules
-        for module_name, name, _ in slots:
-            key = (module_name, name)
-            if proc is None or key in table:
-                table[key] = getattr(modules[module_name], name)
-            elif key not in self._host:  # a module imported during the run: its value is the host's
-                self._host[key] = getattr(modules[module_name], name)
 
     def leave(self) -> None:
         """The run is over: the host's values are installed again."""
