@@ -105,9 +105,27 @@ def _mmap(name: str, args: tuple[Any, ...]) -> None:
                           "read the file through open() instead")
 
 
+def _importing() -> bool:
+    """True while a module is being imported (importlib's frames are on the stack)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename == "<frozen importlib._bootstrap>":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _load_library(name: str, args: tuple[Any, ...]) -> None:
+    """ctypes loading a shared library is allowed while a module is imported (torch, for one,
+    loads its libraries so); any other ctypes use in a rank is refused."""
+    if not _importing():
+        raise BypassError(f"{name}{_shown(args)}", _REFUSED_PREFIXES["ctypes."])
+
+
 _RULES: dict[str, Rule | None] = {
     "open": _open, "os.listdir": _listing, "os.scandir": _listing, "sqlite3.connect": _sqlite,
-    "sqlite3.connect/handle": None, "mmap.__new__": _mmap,
+    "sqlite3.connect/handle": None, "mmap.__new__": _mmap, "ctypes.dlopen": _load_library,
+    "ctypes.dlsym": _load_library, "ctypes.dlsym/handle": _load_library,
 }
 
 

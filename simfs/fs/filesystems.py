@@ -11,6 +11,7 @@ from ..profiles import Profile
 from .client import Meter
 from .inode import ROOT
 from .mount import Mount
+from .procfs import ProcFs
 from .server import Server
 from .vfs import NodeVfs
 
@@ -49,14 +50,15 @@ class Filesystems:
         self.local = [Mount("/", local, [n], self.clock, self.choices, self.meter, self.interleave, host=n)
                       for n in range(nodes)]
         self._devs = {id(m): i + 1 for i, m in enumerate([*self.shared, *self.local])}
+        self.proc = [ProcFs(n, self.clock, self.choices, self.meter, self.interleave) for n in range(nodes)]
         for disk in self.local:
-            _make_dirs(disk.server, ["/tmp", *(m.path for m in self.shared)])
+            _make_dirs(disk.server, ["/tmp", "/proc", *(m.path for m in self.shared)])
         for mount in self.shared:  # a nested mount point is a directory of the mount around it
             outer = [m for m in self.shared if m is not mount and mount.path.startswith(m.path + "/")]
             if outer:
                 parent = max(outer, key=lambda m: len(m.path))
                 _make_dirs(parent.server, [mount.path[len(parent.path):]])
-        self.vfs = [NodeVfs(n, self.shared, self.local[n]) for n in range(nodes)]
+        self.vfs = [NodeVfs(n, [*self.shared, self.proc[n].mount], self.local[n]) for n in range(nodes)]
 
     def interleave(self) -> None:
         """Let other ranks run in the middle of a multi-request operation."""
@@ -64,7 +66,7 @@ class Filesystems:
             self.interleave_hook()
 
     def dev_of(self, mount: Mount) -> int:
-        return self._devs[id(mount)]
+        return self._devs.get(id(mount), 0)
 
     def mount_named(self, path: str) -> Mount:
         for mount in self.shared:
@@ -79,7 +81,9 @@ class Filesystems:
         for mount in [*self.shared, self.local[node]]:
             mount.node_crashed(node)
         disks = [m for m in self.shared if m.host == node] + [self.local[node]]
-        return [(disk.path, disk.server.crash(self.choices)) for disk in disks]
+        summaries = [(disk.path, disk.server.crash(self.choices)) for disk in disks]
+        self.proc[node].reboot()
+        return summaries
 
 
 def _make_dirs(server: Server, paths: list[str]) -> None:

@@ -94,6 +94,8 @@ class NodeVfs:
     def resolve_parent(self, path: str, *, reval: bool = False) -> ResolvedParent:
         """The directory that holds the last component of ``path``, and that name."""
         mount, client, ino, parts, path = self._walk(path, True, False, reval)
+        if mount.path == "/proc":
+            raise fs_error(errno.EACCES)  # nothing in /proc is made, removed or renamed by a process
         if not parts:
             raise fs_error(errno.EBUSY)  # a mount point (or '/') cannot be created or removed
         if mount.server.kinds.get(ino) != DIR:

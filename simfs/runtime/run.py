@@ -143,6 +143,7 @@ class Run:
             proc.sys = Syscalls(machine, proc)
             proc.dist = self.world
             machine.processes.append(proc)
+            self.fs.proc[node].add(proc.pid, proc.pid - local_rank - 1, ["python", *sys.argv[1:]], env)
             delay = machine.faults.start_delays.get(rank, 0.0)
             sched.spawn(self._rank_body(proc, job, args, kwargs), rank, proc, f"rank{rank}", is_main=True,
                         start_at=sched.now + delay, gr_context=caller_context.copy())

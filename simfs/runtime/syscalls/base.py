@@ -58,9 +58,15 @@ class SyscallsBase:
         if not text:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), raw)
         if text.startswith("/"):
-            return normalize(text), is_bytes
+            return self._proc_self(normalize(text)), is_bytes
         base = self._fd(dir_fd).path if dir_fd is not None else self.proc.cwd
-        return normalize(posixpath.join(base, text)), is_bytes
+        return self._proc_self(normalize(posixpath.join(base, text))), is_bytes
+
+    def _proc_self(self, path: str) -> str:
+        """/proc/self is the calling process's own /proc/<pid>."""
+        if path == "/proc/self" or path.startswith("/proc/self/"):
+            return f"/proc/{self.proc.pid}{path[10:]}"
+        return path
 
     def _fd(self, fd: Any) -> OpenFile:
         if not isinstance(fd, int):

@@ -60,6 +60,8 @@ class FileCalls(SyscallsBase):
         if not created:
             client.open_revalidate(ino)
         writable = access in (os.O_WRONLY, os.O_RDWR)
+        if writable and mount.path == "/proc":
+            raise fs_error(errno.EACCES)
         if flags & os.O_TRUNC and writable and kind == FILE and not created:
             client.truncate(ino, 0)  # frees space: never ENOSPC (the data goes at write or close)
         of = OpenFile(mount, client, ino, p, kind, flags, access in (os.O_RDONLY, os.O_RDWR), writable,
@@ -260,6 +262,7 @@ class FileCalls(SyscallsBase):
             with contextlib.suppress(OSError):  # an exiting process never sees its implicit closes' errors
                 self.close(fd)
         self.proc.alive = False
+        self.machine.fs.proc[self.proc.node].remove(self.proc.pid)
 
     # -- locks -------------------------------------------------------------------------------
     def lock(self, fd: Any, operation: int, *, posix: bool) -> None:

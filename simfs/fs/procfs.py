@@ -1,0 +1,81 @@
+"""/proc of one simulated node: a directory per live process of the node (stat, status,
+cmdline, environ), and the node's boot id, which changes when the node reboots. Stale-lock code
+checks a holder's pid here or with os.kill(pid, 0); pids of different nodes may collide, as
+they do. Read-only for ranks."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..profiles import get
+from .client import Draws, Meter
+from .inode import ROOT
+from .mount import Mount
+
+CLK_TCK = 100  # sysconf(_SC_CLK_TCK) on Linux: /proc/<pid>/stat counts times in these ticks
+# a coherent in-memory filesystem (procfs never caches stale entries, nothing to crash)
+PROCFS = get("local").replace(name="procfs", crash_order="prefix", torn_sector=0, entry_durable="op",
+                              data_durable="close")
+
+
+class ProcFs:
+    """The /proc mount of one node and the processes it lists."""
+
+    def __init__(self, node: int, clock: Callable[[], float], choices: Draws, meter: Meter,
+                 interleave: Callable[[], None]) -> None:
+        self.node = node
+        self.clock = clock
+        self.mount = Mount("/proc", PROCFS, [node], clock, choices, meter, interleave, host=node)
+        self.boots = 0
+        self.boot_time = 0.0
+        self.pids: set[int] = set()
+        self.reboot()
+
+    @property
+    def server(self) -> Any:
+        return self.mount.server
+
+    def reboot(self) -> None:
+        """The node (re)starts: no process, a new boot id."""
+        for pid in list(self.pids):
+            self.remove(pid)
+        self.boots += 1
+        self.boot_time = self.clock()
+        boot_id = str(uuid.UUID(int=(self.node << 64) | self.boots))
+        self._write("sys/kernel/random/boot_id", boot_id + "\n")
+
+    def add(self, pid: int, ppid: int, argv: list[str], env: dict[str, str]) -> None:
+        """A process started on this node."""
+        start = int((self.clock() - self.boot_time) * CLK_TCK)
+        name = "python"
+        # fields 1..52 of proc(5) /proc/<pid>/stat; field 22 is the start time since boot
+        fields = [str(pid), f"({name})", "S", str(ppid), str(pid), str(pid)] + ["0"] * 15 + [str(start)] + ["0"] * 30
+        self._write(f"{pid}/stat", " ".join(fields) + "\n")
+        self._write(f"{pid}/status", f"Name:\t{name}\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\n"
+                                     f"PPid:\t{ppid}\n")
+        self._write(f"{pid}/cmdline", "\0".join(argv) + "\0")
+        self._write(f"{pid}/environ", "".join(f"{k}={v}\0" for k, v in env.items()))
+        self.pids.add(pid)
+
+    def remove(self, pid: int) -> None:
+        """A process ended: its directory goes."""
+        server = self.server
+        ino = server.lookup(ROOT, str(pid))
+        if ino is not None:
+            for name, _ in server.readdir(ino):
+                server.unlink(ino, name)
+            server.rmdir(ROOT, str(pid))
+        self.pids.discard(pid)
+
+    def _write(self, path: str, text: str) -> None:
+        server = self.server
+        parts = path.split("/")
+        ino = ROOT
+        for name in parts[:-1]:
+            child = server.lookup(ino, name)
+            ino = child if child is not None else server.mkdir(ino, name, 0o555)[0]
+        file_ino, _, _ = server.create(ino, parts[-1], 0o444, False)
+        server.truncate(file_ino, 0)
+        server.write(file_ino, 0, text.encode())
