@@ -18,6 +18,7 @@ from .report import Result
 from .runspec import (decode, encode, hash_mismatch, hash_seed, job_reference, json_safe, profile_from_spec,
                       profile_spec, resolve_job)
 from .runtime.dist import DEFAULT_TIMEOUT
+from .runtime.hostguard import HostGuard
 from .runtime.hostpaths import host_paths
 from .runtime.marshal import Marshal
 from .runtime.run import Run, Settings
@@ -118,6 +119,7 @@ class Cluster:
             raise invalid("Cluster.run", "job", "a callable", job)
         from ._intercept import install
 
+        guard = HostGuard()  # before install(): what it imports and patches in builtins is undone after
         install()
         collecting = gc.isenabled()
         freezing = gc.get_freeze_count() == 0  # never thaw what the host froze itself
@@ -130,6 +132,7 @@ class Cluster:
             if freezing:
                 gc.unfreeze()
             (gc.enable if collecting else gc.disable)()
+            guard.restore()
 
     def _run(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
              faults: Iterable[Fault] | None, choices: Any) -> Result:

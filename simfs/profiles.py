@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal
 
+from .errors import ConfigError
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
@@ -221,6 +223,15 @@ class Profile:
                 raise ValueError(f"{os.fspath(path)}: not valid TOML: {exc}") from None
         if "profile" in data and isinstance(data["profile"], dict) and len(data) == 1:
             data = data["profile"]
+        if not data:
+            raise ConfigError(f"{os.fspath(path)}: names no profile parameter (an empty file is not a profile; "
+                              f"write one with Profile.save, or give base = \"nfs\" and the parameters to change)")
+        base = data.pop("base", None) if isinstance(data, dict) else None
+        if base is not None:
+            if base not in _BUILTIN:
+                raise ConfigError(f"{os.fspath(path)}: base must be one of {names()}, got {base!r}")
+            merged = {**_BUILTIN[base].to_dict(), **{k: v for k, v in data.items() if k != "sources"}}
+            data = {**merged, **({"sources": data["sources"]} if "sources" in data else {})}
         return cls.from_dict(data, source=os.fspath(path))
 
 

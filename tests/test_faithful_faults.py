@@ -122,3 +122,35 @@ def test_the_restarted_job_comes_a_restart_gap_later(gap: float) -> None:
 def test_restart_gap_is_validated() -> None:
     with pytest.raises(ValueError, match="restart_gap"):
         simfs.Cluster(restart_gap=-1)
+
+
+def lock_deleted_by_other_node() -> str | None:
+    import fcntl
+
+    if dist.get_rank() == 0:
+        with open("/shared/lockfile", "w"):
+            pass
+    dist.barrier()
+    fd = os.open("/shared/lockfile", os.O_RDWR) if dist.get_rank() == 0 else None
+    dist.barrier()
+    if dist.get_rank() == 1:
+        os.unlink("/shared/lockfile")  # another node deletes the file rank 0 holds open
+    dist.barrier()
+    if fd is None:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as exc:
+        return os.strerror(exc.errno)
+    finally:
+        os.close(fd)
+    return "locked"
+
+
+@pytest.mark.parametrize("profile, expected", [("nfs", "Stale file handle"), ("local", "locked"),
+                                               ("beegfs", "locked")])
+def test_flock_on_a_file_another_node_deleted(profile: str, expected: str) -> None:
+    """NFS sends the lock by file handle: the file another node deleted answers ESTALE; a local
+    disk keeps an open file alive, and node-local locks (BeeGFS) never ask the server."""
+    result = simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=0).run(lock_deleted_by_other_node)
+    assert result.returns[0] == expected, result.summary()

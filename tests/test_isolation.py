@@ -91,11 +91,6 @@ EBADF, ENOENT, ESRCH = frozenset({errno.EBADF}), frozenset({errno.ENOENT}), froz
 # -- what fails today (each entry becomes a strict xfail of the test with that id) ------------------
 
 ESCAPES: dict[str, str] = {
-    "empty profile file": "no escape, but an empty profile file loads as a profile of defaults",
-    "C loop holding the GIL": "escape: Cluster.run's watchdog thread never gets the GIL: the host hangs until "
-                              "killed (simfs.isolated, a supervised forked child, is the way out)",
-    "fresh interpreter": "escape: after the first run the host's builtins.open is a different object (simfs's "
-                         "dispatcher)",
 }
 
 
@@ -1039,7 +1034,6 @@ def test_bad_cluster_argument_is_rejected(kwargs: dict, name: str) -> None:
         simfs.Cluster(**kwargs)
 
 
-@escapes("empty profile file")
 def test_empty_profile_file_is_rejected(tmp_path: Path) -> None:
     """simfs.Profile.load of an empty file raises naming the file, instead of returning defaults."""
     empty = tmp_path / "site.toml"
@@ -1235,23 +1229,24 @@ def test_sleep_forever_does_not_poison_the_clock() -> None:
     assert second["returns"] == {"0": True} and third["returns"] == {"0": True}, (second, third)
 
 
-@escapes("C loop holding the GIL")
 def test_c_loop_holding_the_gil_is_reported() -> None:
-    """A rank stuck in C code that never releases the GIL (a sum over a huge range): the run ends
-    after the watchdog (2 s) with the rank reported, instead of hanging the host. The child gets
-    15 s: the report is due after two watchdog periods plus start-up (~5 s)."""
+    """A rank stuck in C code that never releases the GIL (a sum over a huge range): no thread of
+    the process can interrupt it, so runs that must survive it go through simfs.isolated, whose
+    supervisor kills the stuck child after its watchdog (2 s) and reports every thread's stack,
+    the rank's line included. The child gets 15 s: the report is due after ~2 s plus start-up."""
     child = python("""
         def spin():
             return sum(range(10 ** 12))
+        def runs():
+            return summary(simfs.Cluster().run(spin))
         try:
-            r = simfs.Cluster(watchdog=2).run(spin)
-            report(run=summary(r))
-        except simfs.SimfsError as exc:
-            report(error=str(exc))
+            report(run=simfs.isolated(runs, watchdog=2))
+        except simfs.Stalled as exc:
+            report(stalled=str(exc), stacks=exc.stacks)
         os._exit(0)
         """, timeout=15)
     assert child.result is not None, f"no report within 15 s: {child.why()}"
-    assert "rank 0" in json.dumps(child.result) or "0" in child.result["run"]["errors"], child.result
+    assert "spin" in child.result["stacks"] and "watchdog 2s" in child.result["stalled"], child.result
 
 
 @escapes("Ctrl-C")
@@ -1405,7 +1400,6 @@ def test_absurd_cluster_size_is_rejected_at_once() -> None:
     assert child.result.get("value_error") and "nodes" in child.result["message"], child.result
 
 
-@escapes("fresh interpreter")
 def test_first_run_in_a_fresh_interpreter_leaves_the_host_as_it_was() -> None:
     """A plain job (file I/O on 4 ranks) as the first run of a fresh interpreter: every host
     observation (tests/_host_state.py) is the same after run() as before."""

@@ -4,6 +4,7 @@ torch offers a Python-file path, refused by name where it does not."""
 from __future__ import annotations
 
 import builtins
+import importlib.util
 import sys
 from typing import Any
 
@@ -124,9 +125,15 @@ _done: set[str] = set()
 
 
 def install() -> None:
-    """Patch the libraries the process has imported by now (simfs imports none itself, so a
-    host that never uses them keeps its interpreter as it was)."""
+    """Patch the libraries that are installed (imported here if the host has not yet: a job may
+    import them inside its ranks). The run's HostGuard undoes what importing them changed."""
     for module, installer in _INSTALLERS.items():
-        if sys.modules.get(module) is not None and module not in _done:
+        if module in _done or (module in sys.modules and sys.modules[module] is None):
+            continue  # patched already, or deliberately blocked by the host
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if found:
             _done.add(module)
             installer()

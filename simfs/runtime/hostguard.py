@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import gc
+import io
 import logging
 import random
 import socket
@@ -35,7 +36,7 @@ class HostGuard:
         self.int_digits = sys.get_int_max_str_digits()
         self.dlopen = sys.getdlopenflags()
         self.thread_hooks = (threading._trace_hook, threading._profile_hook)  # type: ignore[attr-defined]
-        self.builtins = dict(vars(builtins))
+        self.namespaces = [(vars(module), dict(vars(module))) for module in (builtins, io)]
         self.modules = dict(sys.modules)
         self.random = random._inst.getstate()  # type: ignore[attr-defined]
         self.logging_disable = logging.root.manager.disable
@@ -71,13 +72,14 @@ class HostGuard:
         logging.Logger.manager._clear_cache()  # type: ignore[attr-defined]
 
     def _restore_namespaces(self) -> None:
-        """builtins and sys.modules as they were (modules imported during the run stay: an
-        import is a cache, but a replaced module or a new builtin is rank code's change)."""
-        space = vars(builtins)
-        if space != self.builtins:
-            for name in [n for n in space if n not in self.builtins]:
-                del space[name]
-            space.update(self.builtins)
+        """builtins, io and sys.modules as they were (modules imported during the run stay: an
+        import is a cache, but a replaced module or a new builtin is rank code's change). simfs's
+        own open() is taken out too: the next run puts it back."""
+        for space, saved in self.namespaces:
+            if space != saved:
+                for name in [n for n in space if n not in saved]:
+                    del space[name]
+                space.update(saved)
         modules = sys.modules
         for name, module in self.modules.items():
             if modules.get(name) is not module:

@@ -20,7 +20,6 @@ from ..faults import Fault
 from ..fs.filesystems import Filesystems
 from ..report import CrashInfo, HangInfo, Result, ThreadError, format_exception, user_frame
 from .dist import DistWorld
-from .hostguard import HostGuard
 from .hostpaths import HostPaths
 from .machine import Machine
 from .marshal import Marshal
@@ -89,7 +88,6 @@ class Run:
         self.machine.faults.arm_timers()
         wall0 = _real.perf_counter()
         start = self.sched.now
-        guard = HostGuard()
         per_process = ProcessGlobals()
         self.sched.enter = per_process.enter
         sim = threading.Thread(target=self._drive, name="simfs-run", daemon=True)
@@ -104,7 +102,6 @@ class Run:
             sim.join()
         finally:
             per_process.leave()
-            guard.restore()
             self.machine.close()
             self.fs.choices.source = None
         wall = _real.perf_counter() - wall0
