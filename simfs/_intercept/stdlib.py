@@ -221,7 +221,7 @@ def install() -> None:
     for name in ("enable", "disable", "is_enabled", "register", "unregister", "dump_traceback",
                  "dump_traceback_later", "cancel_dump_traceback_later"):
         patch_function(faulthandler, name, _faulthandler(name))
-    for name in ("memmove", "memset", "string_at", "wstring_at", "cast"):
+    for name in ("memmove", "memset", "string_at", "wstring_at"):
         import ctypes
 
         patch_function(ctypes, name, _refuse(f"ctypes.{name}", "it reads or writes the host's memory"))
