@@ -58,17 +58,34 @@ def _cluster(args: argparse.Namespace, seed: int, profile: str | None = None) ->
                          faults=faults)
 
 
+def _seed_runs(args: argparse.Namespace, job: Callable[..., Any], profile: str | None = None) -> list[dict[str, Any]]:
+    """One run per seed, as JSON-ready records with their summary (made in the isolated child)."""
+    runs = []
+    for seed in range(args.seed, args.seed + args.seeds):
+        result = _cluster(args, seed, profile).run(job)
+        record = {"seed": seed, **result_to_json(result, trace=args.trace), "summary": result.summary()}
+        if args.trace:
+            record["trace_text"] = "\n".join(str(e) for e in result.trace)
+        runs.append(record)
+    return runs
+
+
+def _isolated_runs(args: argparse.Namespace, job: Callable[..., Any], profile: str | None = None) -> list[dict[str, Any]]:
+    """The seeds' runs in a child process the command supervises: a job stuck in C code that
+    holds the GIL is killed after --watchdog seconds and reported with its stack."""
+    runs: list[dict[str, Any]] = simfs.isolated(_seed_runs, args, job, profile, watchdog=args.watchdog)
+    return runs
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.job is None:
         return _run_demo(args)
     job = _load_job(args.job)
-    runs = []
-    for seed in range(args.seed, args.seed + args.seeds):
-        result = _cluster(args, seed).run(job)
-        print(result.summary())
+    runs = _isolated_runs(args, job)
+    for record in runs:
+        print(record.pop("summary"))
         if args.trace:
-            print("\n".join(str(e) for e in result.trace))
-        runs.append({"seed": seed, **result_to_json(result, trace=args.trace)})
+            print(record.pop("trace_text"))
     _write_report(args.report, {"job": args.job, "runs": runs})
     return 0 if all(r["ok"] for r in runs) else 1
 
@@ -83,11 +100,8 @@ def _run_demo(args: argparse.Namespace) -> int:
     expected = True
     for case in demo.CASES:
         profile = args.profile or case.profile
-        failures = []
-        for seed in range(args.seed, args.seed + args.seeds):
-            result = _cluster(args, seed, profile).run(case.job)
-            if not result.ok:
-                failures.append({"seed": seed, "profile": profile, **result_to_json(result)})
+        failures = [{"profile": profile, **{k: v for k, v in run.items() if k != "summary"}}
+                    for run in _isolated_runs(args, case.job, profile) if not run["ok"]]
         outcome[case.job.__name__] = failures
         expected = expected and bool(failures) == case.should_fail
         print(f"\n{case.job.__name__} on {profile}: {case.job.__doc__.strip()}")
@@ -149,6 +163,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--fault", action="append", default=[],
                      help='a fault as JSON, e.g. \'{"type": "CrashNode", "node": 1, "after_ops": 5}\'')
     run.add_argument("--trace", action="store_true", help="print every simulated operation")
+    run.add_argument("--watchdog", type=float, default=60.0,
+                     help="real seconds a job may run without progress before it is killed (even in C code)")
     run.add_argument("--report", default=os.path.join("reports", "runs", "simfs-run.json"),
                      help="JSON report path ('' for none)")
     run.set_defaults(func=cmd_run)
@@ -173,6 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, OSError) as exc:
         print(f"simfs: error: {exc}", file=sys.stderr)
         return 2
+    except simfs.Stalled as exc:
+        print(f"simfs: the job stopped making progress and was killed: {exc}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

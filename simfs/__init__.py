@@ -4,12 +4,11 @@ Lustre, or an object store), running unmodified rank code in virtual time."""
 from . import profiles
 from .choices import ChoiceSource, HypothesisChoices, ReplayChoices, SeededChoices
 from .cluster import Cluster, replay
-from .errors import (BypassError, CollectiveMismatch, ConfigError, Interrupted, OutsideSimulation, RankKilled,
-                     SimfsError)
+from .errors import BypassError, CollectiveMismatch, ConfigError, Interrupted, OutsideSimulation, RankKilled, SimfsError
 from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, SlowOps, SlowRank
-from .runtime.machine import TraceEvent
 from .profiles import Profile
 from .report import CrashInfo, HangInfo, Result, ThreadError
+from .runtime.machine import TraceEvent
 from .supervise import ChildFailed, Stalled, isolated
 
 __all__ = [

@@ -15,8 +15,17 @@ from .faults import CrashNode, CrashServer, EvictClient, Fault, SlowRank, fault_
 from .fs.filesystems import Filesystems
 from .profiles import Profile, get
 from .report import Result
-from .runspec import (decode, encode, hash_mismatch, hash_seed, job_reference, json_safe, profile_from_spec,
-                      profile_spec, resolve_job)
+from .runspec import (
+    decode,
+    encode,
+    hash_mismatch,
+    hash_seed,
+    job_reference,
+    json_safe,
+    profile_from_spec,
+    profile_spec,
+    resolve_job,
+)
 from .runtime.dist import DEFAULT_TIMEOUT
 from .runtime.hostguard import HostGuard
 from .runtime.hostpaths import host_paths

@@ -5,7 +5,8 @@ from __future__ import annotations
 import errno
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Union
+from typing import Any
+
 
 def parse_on(on: str | None) -> tuple[str, str] | None:
     """``"rename"`` or ``"rename:/shared/ckpt/*"`` -> (op glob, path glob)."""
@@ -130,8 +131,9 @@ class SlowOps:
             object.__setattr__(self, "ranks", tuple(self.ranks))
 
 
-Fault = Union[CrashNode, CrashServer, EvictClient, InjectErrno, SlowRank, SlowOps]
-FAULT_TYPES: dict[str, type] = {t.__name__: t for t in (CrashNode, CrashServer, EvictClient, InjectErrno, SlowRank, SlowOps)}
+Fault = CrashNode | CrashServer | EvictClient | InjectErrno | SlowRank | SlowOps
+FAULT_TYPES: dict[str, type] = {t.__name__: t
+                                 for t in (CrashNode, CrashServer, EvictClient, InjectErrno, SlowRank, SlowOps)}
 
 
 def fault_to_dict(fault: Fault) -> dict[str, Any]:

@@ -10,7 +10,8 @@ from types import FrameType
 from typing import Any
 
 _SIMFS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"] + os.sep, os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep})
+_STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"] + os.sep,
+                      os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep})
 _GREENLET_HINT = os.sep + "greenlet" + os.sep
 
 
@@ -118,9 +119,9 @@ class Result:
         ranks = len(set(self.returns) | set(self.errors) | set(self.crashed) | set(self.hung))
         lines = [f"simfs run {head}: {ranks} ranks, "
                  f"{self.ops} operations, {self.virtual_time:g}s virtual in {self.wall_time:.3f}s wall"]
-        for rank, info in sorted(self.crashed.items()):
+        for _rank, info in sorted(self.crashed.items()):
             lines.append(f"  crashed: {info}")
-        for rank, info in sorted(self.hung.items()):
+        for _rank, info in sorted(self.hung.items()):
             lines.append(f"  hung: {info}")
         for rank, exc in sorted(self.errors.items()):
             lines.append(f"  rank {rank} raised {type(exc).__name__}: {exc}")

@@ -5,14 +5,15 @@ from __future__ import annotations
 import base64
 import importlib
 import importlib.util
+import json
 import os
 import re
 import sys
 import sysconfig
 import types
-import json
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .errors import ConfigError
 from .profiles import Profile, get

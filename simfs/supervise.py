@@ -51,21 +51,20 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwarg
     checks.number("isolated", "watchdog", watchdog, 0.0, 86400.0, lo_open=True, unit=" real seconds")
     beat = mmap.mmap(-1, _BEAT.size)  # shared with the child: its last sign of life
     _BEAT.pack_into(beat, 0, time.monotonic())
-    stacks = tempfile.TemporaryFile()
-    read_end, write_end = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        os.close(read_end)
-        _child(fn, args, kwargs, beat, stacks.fileno(), write_end)
-    os.close(write_end)
-    try:
-        payload = _supervise(pid, read_end, beat, stacks, watchdog)
-    finally:
-        os.close(read_end)
-        stacks.close()
-        beat.close()
+    with tempfile.TemporaryFile() as stacks:
+        read_end, write_end = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(read_end)
+            _child(fn, args, kwargs, beat, stacks.fileno(), write_end)
+        os.close(write_end)
+        try:
+            payload = _supervise(pid, read_end, beat, stacks, watchdog)
+        finally:
+            os.close(read_end)
+            beat.close()
     kind, value = pickle.loads(payload)
     if kind == "error":
         raise value

@@ -86,7 +86,7 @@ def _on_console(task: Task, name: str, fd: int, *args: Any) -> Any:
     if name in ("fsync", "fdatasync"):
         return None
     if name in ("get_blocking", "get_inheritable"):
-        return True if name == "get_blocking" else False
+        return name == "get_blocking"
     if name in ("set_blocking", "set_inheritable", "device_encoding"):
         return None
     raise BypassError(f"os.{name}({fd}, ...)", "it acts on a real descriptor of the host")

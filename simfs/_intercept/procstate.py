@@ -7,8 +7,7 @@ import os
 import random
 import socket
 import tempfile
-from collections.abc import MutableMapping
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 from ..runtime.scheduler import Task, current_task

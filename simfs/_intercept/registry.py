@@ -9,8 +9,9 @@ import os
 import posix
 import sys
 import warnings
+from collections.abc import Callable
 from types import FunctionType, ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from greenlet import getcurrent
 
@@ -33,7 +34,7 @@ def current() -> Task | None:
     return None if task is None or task.host_calls else task
 
 
-class host_calls:  # noqa: N801 - used as a context manager, like a function
+class host_calls:  # lowercase: used as a context manager, like a function
     """Inside a rank, calls made in this block act on the real machine (simfs's own reads of
     real files, such as source lines for tracebacks)."""
 

@@ -66,7 +66,7 @@ def _install_torch() -> None:
                 super().__init__(name)
                 return
             self.name = name
-            self.file_stream = open(name, mode="wb")
+            self.file_stream = open(name, mode="wb")  # noqa: SIM115 - the writer owns it (closed by its __exit__)
             try:
                 writer = torch._C.PyTorchFileWriter(self.file_stream, ser.get_crc32_options(),
                                                     ser._get_storage_alignment())

@@ -27,7 +27,7 @@ class SimLock:
     """A lock made inside a rank. Waiting inside a rank yields to other tasks; outside the
     simulation it blocks like a real lock (its state lives in a real lock)."""
 
-    __slots__ = ("_lock", "_queue", "__weakref__")
+    __slots__ = ("__weakref__", "_lock", "_queue")
 
     def __init__(self) -> None:
         self._lock = _real_lock()
@@ -138,7 +138,7 @@ def _thread_main(thread: threading.Thread) -> None:
         hook = threading.excepthook
         try:
             hook(threading.ExceptHookArgs((type(exc), exc, exc.__traceback__, thread)))
-        except BaseException as hook_error:  # as CPython does: a failing hook is reported instead
+        except BaseException as hook_error:  # noqa: BLE001 - as CPython does: a failing hook is reported instead
             threading.__excepthook__(threading.ExceptHookArgs(
                 (type(hook_error), hook_error, hook_error.__traceback__, thread)))
         raise

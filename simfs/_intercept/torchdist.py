@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..runtime.dist import DistWorld, SimGroup, Work, copy_object
 from ..runtime.scheduler import Task
@@ -105,7 +106,8 @@ def get_process_group_ranks(task: Task, group: Any) -> list[int]:
 
 
 @_api
-def new_group(task: Task, ranks: Any = None, timeout: Any = None, backend: Any = None, *args: Any, **kwargs: Any) -> Any:
+def new_group(task: Task, ranks: Any = None, timeout: Any = None, backend: Any = None,
+              *args: Any, **kwargs: Any) -> Any:
     return _world(task).new_group(_rank(task), None if ranks is None else list(ranks), timeout)
 
 
@@ -117,7 +119,8 @@ def barrier(task: Task, group: Any = None, async_op: bool = False, device_ids: A
 
 @_api
 def monitored_barrier(task: Task, group: Any = None, timeout: Any = None, wait_all_ranks: bool = False) -> None:
-    limit = None if timeout is None else (timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout))
+    limit = None if timeout is None else (
+        timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout))
     _world(task).collective(_rank(task), group, "monitored_barrier", None, timeout=limit)
 
 
@@ -220,7 +223,8 @@ def reduce(task: Task, tensor: Any, dst: int | None = None, op: Any = None, grou
            group_dst: int | None = None) -> Work | None:
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_dst, dst)
-    everyone = _world(task).collective(_rank(task), group, "reduce", tensor.detach().clone(), nbytes=_tensor_bytes(tensor))
+    everyone = _world(task).collective(_rank(task), group, "reduce", tensor.detach().clone(),
+                                       nbytes=_tensor_bytes(tensor))
     if me == root:
         tensor.copy_(_reduce(_sum_op() if op is None else op, everyone))
     return _done(async_op)
@@ -262,7 +266,8 @@ def gather(task: Task, tensor: Any, gather_list: list | None = None, dst: int | 
            async_op: bool = False, group_dst: int | None = None) -> Work | None:
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_dst, 0 if dst is None and group_dst is None else dst)
-    everyone = _world(task).collective(_rank(task), group, "gather", tensor.detach().clone(), nbytes=_tensor_bytes(tensor))
+    everyone = _world(task).collective(_rank(task), group, "gather", tensor.detach().clone(),
+                                       nbytes=_tensor_bytes(tensor))
     if me == root:
         if gather_list is None:
             raise ValueError("gather: the destination rank must pass gather_list")

@@ -47,7 +47,7 @@ class Change(NamedTuple):
 class Inode:
     """A file, directory or symbolic link of one server (volatile or durable layer)."""
 
-    __slots__ = ("ino", "kind", "mode", "nlink", "data", "entries", "target", "mtime", "ctime", "change")
+    __slots__ = ("change", "ctime", "data", "entries", "ino", "kind", "mode", "mtime", "nlink", "target")
 
     def __init__(self, ino: int, kind: str, mode: int, now: float, target: str = "") -> None:
         self.ino = ino

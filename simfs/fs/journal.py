@@ -166,7 +166,8 @@ class Journal:
                 continue
             self._persist(unit)
             if isinstance(unit, EntryUnit) and unit.group:
-                for other in [s for s, u in self._pending.items() if isinstance(u, EntryUnit) and u.group == unit.group]:
+                for other in [s for s, u in self._pending.items()
+                              if isinstance(u, EntryUnit) and u.group == unit.group]:
                     self._persist(self._pending.pop(other))
 
     def _link(self, ino: int, image: object, delta: int) -> None:

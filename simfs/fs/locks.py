@@ -9,7 +9,7 @@ from ..runtime.waitqueue import WaitQueue
 
 
 class _Held:
-    __slots__ = ("shared", "exclusive")
+    __slots__ = ("exclusive", "shared")
 
     def __init__(self) -> None:
         self.shared: dict[Hashable, int] = {}

@@ -10,7 +10,7 @@ _SMALL = 1 << 16
 class Extent:
     """Contiguous bytes at an offset, kept as the chunks written (joined once, when needed)."""
 
-    __slots__ = ("offset", "chunks", "length")
+    __slots__ = ("chunks", "length", "offset")
 
     def __init__(self, offset: int, data: bytes) -> None:
         self.offset, self.chunks, self.length = offset, [data], len(data)
@@ -53,7 +53,7 @@ class Extent:
 class Extents:
     """Non-overlapping extents of one file; a write replaces what it overlaps."""
 
-    __slots__ = ("items", "_hi")
+    __slots__ = ("_hi", "items")
 
     def __init__(self) -> None:
         self.items: list[Extent] = []
@@ -108,7 +108,7 @@ class Extents:
 class DirtyFile:
     """Writes a node holds for one file that the server has not seen yet."""
 
-    __slots__ = ("extents", "size", "base", "generation", "reserved")
+    __slots__ = ("base", "extents", "generation", "reserved", "size")
 
     def __init__(self, size: int, base: bytes | None = None, generation: int | None = None) -> None:
         self.extents = Extents()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import functools
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import CollectiveMismatch
 from ..report import HangInfo, user_frame
@@ -105,7 +106,8 @@ class DistWorld:
     # -- membership -------------------------------------------------------------------------
     def group(self, group: Any, rank: int) -> SimGroup:
         if not self.initialized[rank]:
-            raise ValueError("Default process group has not been initialized, please make sure to call init_process_group.")
+            raise ValueError("Default process group has not been initialized, "
+                             "please make sure to call init_process_group.")
         if group is None or not isinstance(group, SimGroup):
             return self.world
         if rank not in group.ranks:

@@ -3,12 +3,12 @@ layers over a simulated raw file (what ``io.FileIO`` is for a real process)."""
 
 from __future__ import annotations
 
-from .. import _real
 import io
 import os
 import warnings
 from typing import Any
 
+from .. import _real
 from .process import FD_BASE
 from .syscalls import Syscalls
 
@@ -232,8 +232,8 @@ def sim_open(sys: Syscalls, file: Any, mode: str = "r", buffering: int = -1, enc
     if binary and newline is not None:
         raise ValueError("binary mode doesn't take a newline argument")
     if binary and buffering == 1:
-        warnings.warn("line buffering (buffering=1) isn't supported in binary mode, the default buffer size will be used",
-                      RuntimeWarning, 2)
+        warnings.warn("line buffering (buffering=1) isn't supported in binary mode, "
+                      "the default buffer size will be used", RuntimeWarning, 2)
     raw = SimFileIO(sys, file, "".join(c for c in mode if c in "xrwa+"), closefd, opener=opener)
     result: Any = raw
     try:

@@ -50,7 +50,7 @@ class Marshal:
             return
         try:
             box[0] = self.inner.choose(arg) if kind == "choose" else self.inner.fraction()
-        except BaseException as exc:  # e.g. Hypothesis' StopTest: re-raised on the owner's thread
+        except BaseException as exc:  # noqa: BLE001 - e.g. Hypothesis' StopTest: re-raised on the owner's thread
             self.failure = exc
             box[1] = exc
         done.release()

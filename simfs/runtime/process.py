@@ -23,8 +23,22 @@ _PYTHON_SIGNAL_DEFAULTS = {signal.SIGINT: signal.default_int_handler, signal.SIG
 class OpenFile:
     """An open file description (shared by dup'ed descriptors)."""
 
-    __slots__ = ("mount", "client", "ino", "path", "kind", "readable", "writable", "append",
-                 "sync", "pos", "refs", "epoch", "flags", "node")
+    __slots__ = (
+        "append",
+        "client",
+        "epoch",
+        "flags",
+        "ino",
+        "kind",
+        "mount",
+        "node",
+        "path",
+        "pos",
+        "readable",
+        "refs",
+        "sync",
+        "writable",
+    )
 
     def __init__(self, mount: Mount, client: Client, ino: int, path: str, kind: str, flags: int,
                  readable: bool, writable: bool, append: bool, sync: bool) -> None:

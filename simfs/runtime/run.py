@@ -28,6 +28,7 @@ from .procglobals import ProcessGlobals
 from .scheduler import DONE, Scheduler, Task, task_frame
 from .syscalls import Syscalls
 
+
 @dataclass(frozen=True)
 class Settings:
     """What a cluster fixes for all of its runs (validated by Cluster)."""
@@ -199,7 +200,7 @@ class Run:
                 sched.abandon(task, TaskKilled(reason))
             for proc in self.machine.processes:
                 self._end_process(proc, reason)
-        except BaseException as exc:  # a simfs defect: surfaced to the caller
+        except BaseException as exc:  # noqa: BLE001 - a simfs defect: surfaced to the caller
             state.error = exc
         finally:
             state.done.set()

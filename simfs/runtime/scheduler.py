@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import heapq
 import sys
+from collections.abc import Callable
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 from greenlet import getcurrent, greenlet
 
@@ -23,9 +24,27 @@ class Task:
     """One thread of control of a simulated rank."""
 
     __slots__ = (
-        "tid", "glet", "rank", "context", "name", "is_main", "daemon", "state", "token",
-        "woken", "waiting", "blocked_since", "interrupts", "result", "error", "finished", "owner",
-        "atomic", "owed", "deadline", "host_calls",
+        "atomic",
+        "blocked_since",
+        "context",
+        "daemon",
+        "deadline",
+        "error",
+        "finished",
+        "glet",
+        "host_calls",
+        "interrupts",
+        "is_main",
+        "name",
+        "owed",
+        "owner",
+        "rank",
+        "result",
+        "state",
+        "tid",
+        "token",
+        "waiting",
+        "woken",
     )
 
     def __init__(self, tid: int, rank: int, context: Any, name: str, is_main: bool) -> None:
@@ -160,7 +179,7 @@ class Scheduler:
         def body() -> None:
             try:
                 task.result = fn()
-            except BaseException as exc:  # recorded for the result; never escapes a rank
+            except BaseException as exc:  # noqa: BLE001 - recorded for the result; never escapes a rank
                 task.error = exc
             finally:
                 task.state = DONE
@@ -298,8 +317,9 @@ class Scheduler:
 
     def abandon(self, task: Task, outcome: BaseException | None) -> None:
         """The task is gone (its process died, with ``outcome`` as its error, None for a clean
-        exit): it never runs again, not even its ``finally`` blocks, as a killed process runs none. Its greenlet is kept until the simulation thread
-        has exited, when it is dropped without running (greenlets of a dead thread never run)."""
+        exit): it never runs again, not even its ``finally`` blocks, as a killed process runs none.
+        Its greenlet is kept until the simulation thread has exited, when it is dropped without
+        running (greenlets of a dead thread never run)."""
         if task.state == DONE:
             return
         if task.waiting is not None and task in task.waiting.waiters:

@@ -9,7 +9,7 @@ from typing import Any
 class WaitQueue:
     """Tasks waiting for one thing; ``peers`` says whom they wait for, when known."""
 
-    __slots__ = ("waiters", "what", "peers")
+    __slots__ = ("peers", "waiters", "what")
 
     def __init__(self, what: str, peers: Callable[[], list[int]] | None = None) -> None:
         self.waiters: list[Any] = []

@@ -18,7 +18,7 @@ class Stats(Protocol):
 class DirEntry:
     """What ``os.scandir`` yields inside a simulated rank."""
 
-    __slots__ = ("name", "path", "_ino", "_kind", "_sys", "_stat", "_lstat")
+    __slots__ = ("_ino", "_kind", "_lstat", "_stat", "_sys", "name", "path")
 
     def __init__(self, sys: Stats, name: Any, path: Any, ino: int, kind: str) -> None:
         self.name, self.path, self._ino, self._kind, self._sys = name, path, ino, kind, sys
