@@ -326,6 +326,17 @@ def test_run_a_job_from_a_file(in_tmp, capsys):
     assert "simfs run ok: 3 ranks" in capsys.readouterr().out
 
 
+def test_run_kills_a_job_stuck_in_c_code_and_shows_where(in_tmp, capsys):
+    """simfs run supervises its runs from outside the process: a rank in C code that holds the
+    GIL is killed after --watchdog seconds, with its stack, and the command exits 3."""
+    job_file = in_tmp / "stuck.py"
+    job_file.write_text("def spin():\n    return sum(range(10 ** 12))\n")
+    code = main(["run", f"{job_file}:spin", "--seeds", "1", "--watchdog", "1", "--report", ""])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "stuck.py" in err and "spin" in err
+
+
 def test_run_with_trace_and_a_fault(in_tmp, capsys):
     fault = json.dumps({"type": "CrashNode", "node": 1, "at_time": 0.0})
     report = in_tmp / "crash.json"
