@@ -213,7 +213,8 @@ def main() -> None:
     data["write_mb_s"] = {"nfs": nfs_samples, "local": local_samples, "real_disk": disk}
 
     for profile in ("local", "nfs"):
-        rss, rss_samples = median_of(min(args.repeats, 3), lambda p=profile: in_fresh_python(_REWRITE.format(profile=p)))
+        rss, rss_samples = median_of(min(args.repeats, 3),
+                                     lambda p=profile: in_fresh_python(_REWRITE.format(profile=p)))
         rows.append([f"peak RSS, 16 MiB file rewritten 128 times without fsync (MB), {profile}", f"{rss:.0f}",
                      "< 150", "a whole process: Python, simfs and the job's 16 MiB"])
         data.setdefault("rewrite_peak_rss_mb", {})[profile] = rss_samples

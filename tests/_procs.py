@@ -34,7 +34,8 @@ import queue as queue_module
 import socket
 import time
 import traceback
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["RankDied", "RanksTimedOut", "free_port", "run_procs"]
 
@@ -62,7 +63,8 @@ def free_port() -> int:
 
 
 def _rank_env(rank: int, world_size: int, nodes: int, port: int,
-              env: Mapping[str, str | None] | Callable[[int], Mapping[str, str | None]] | None) -> dict[str, str | None]:
+              env: Mapping[str, str | None] | Callable[[int], Mapping[str, str | None]] | None,
+              ) -> dict[str, str | None]:
     per_node = world_size // nodes
     out: dict[str, str | None] = {
         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank), "WORLD_SIZE": str(world_size),
@@ -95,7 +97,7 @@ def _worker(fn: Callable[..., Any], args: tuple, rank: int, world_size: int, env
         finally:
             try:
                 dist.destroy_process_group()
-            except Exception:  # the group may already be broken by the failure being reported
+            except Exception:  # noqa: BLE001 - the group may already be broken by the failure being reported
                 pass
         results.put((rank, "ok", pickle.dumps(value)))
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
@@ -103,7 +105,7 @@ def _worker(fn: Callable[..., Any], args: tuple, rank: int, world_size: int, env
         try:
             blob = pickle.dumps(exc)
             pickle.loads(blob)
-        except Exception:
+        except Exception:  # noqa: BLE001 - an exception that does not survive pickling is sent as text
             blob = None
         results.put((rank, "error", (blob, f"{type(exc).__name__}: {exc}", text)))
 
@@ -167,7 +169,7 @@ def run_procs(fn: Callable[..., Any], world_size: int, *args: Any,
                     if dead and not errors:
                         codes = {r: procs[r].exitcode for r in dead}
                         raise RankDied(f"run_procs({getattr(fn, '__name__', fn)!r}): rank(s) {dead} exited without "
-                                       f"reporting (exit codes {codes})")
+                                       f"reporting (exit codes {codes})") from None
                     if dead:
                         break
                 continue

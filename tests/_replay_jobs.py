@@ -4,9 +4,9 @@ so a replay string can name them)."""
 from __future__ import annotations
 
 import os
-from os import system  # noqa: F401 - a stdlib function, imported by name: a replay string must not run it
 import random
 import time
+from os import system  # noqa: F401 - a stdlib function, imported by name: a replay string must not run it
 
 import torch.distributed as dist
 

@@ -41,4 +41,5 @@ def test_comm_uses_the_current_cuda_device(nccl_group, tmp_path):
     coord.makedirs_once(tmp_path / "run", comm=comm)
     assert (tmp_path / "run").is_dir()
     report = coord.sync_files(__file__, tmp_path / "dst", comm=comm)
-    assert report.sent == 1 and (tmp_path / "dst" / os.path.basename(__file__)).read_bytes() == open(__file__, "rb").read()
+    copied = (tmp_path / "dst" / os.path.basename(__file__)).read_bytes()
+    assert report.sent == 1 and copied == open(__file__, "rb").read()

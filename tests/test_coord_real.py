@@ -88,7 +88,8 @@ def _world_checks(base: str) -> dict:
         blob = os.urandom(BIG) if sub.rank == 1 else None
         got = sub.broadcast_bytes(blob, src=1)
         out["sub"] = {
-            "rank": sub.rank, "world": sub.world_size, "layout": _layout(sub), "passthrough": coord.get_comm(sub) is sub,
+            "rank": sub.rank, "world": sub.world_size, "layout": _layout(sub),
+            "passthrough": coord.get_comm(sub) is sub,
             "broadcast": sub.broadcast_object(f"from {rank}" if sub.rank == 1 else None, src=1),
             "all_gather": sub.all_gather_object(rank),
             "gather": sub.gather_object(rank, dst=1),
@@ -294,8 +295,8 @@ def test_sync_files(world) -> None:
         assert second == coord.SyncReport(files=5, sent=0, unchanged=5, removed=0, bytes_sent=0, nodes_updated=0)
         # one file changed at the root (and a stale file on node 1): only that file travels
         node = rank // 2
-        assert third == coord.SyncReport(files=5, sent=1, unchanged=4, removed=node, bytes_sent=len('{"changed": true}'),
-                                         nodes_updated=2)
+        assert third == coord.SyncReport(files=5, sent=1, unchanged=4, removed=node,
+                                         bytes_sent=len('{"changed": true}'), nodes_updated=2)
         if rank % 2 == 0:  # node leaders reported their copy after each call
             assert tree3 == expected_tree
             assert tree1 == tree2

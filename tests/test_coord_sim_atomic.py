@@ -208,7 +208,8 @@ def _restart_reads(cluster: simfs.Cluster) -> set[str]:
 
 
 @pytest.mark.parametrize("profile", list(PROFILES))
-@pytest.mark.parametrize("on", ["rename:*.tmp.*", "fsync:*.tmp.*", "write:*.tmp.*", "open:*.tmp.*", "fsync:/shared/data"])
+@pytest.mark.parametrize("on", ["rename:*.tmp.*", "fsync:*.tmp.*", "write:*.tmp.*", "open:*.tmp.*",
+                                "fsync:/shared/data"])
 def test_writer_node_crash_at_a_step_of_atomic_write_leaves_old_content(profile, on) -> None:
     cluster = _cluster(profile, seed=3, rpn=1)
     _ok(cluster.run(_setup))

@@ -238,7 +238,8 @@ def test_lease_takeover_after_holder_node_crash(profile, seed, lease, crash_afte
     assert sorted(result.crashed) == list(range(RPN)) and not result.errors and not result.hung, result.summary()
     assert result.returns == {r: "incremented" for r in range(RPN, WORLD)}
     # the holder's last lease renewal (a rename of a temporary over generation 0), before the crash
-    renewals = [e.time for e in result.trace if e.rank == 0 and e.op == "rename" and f".{os.path.basename(_gen(0))}.tmp." in e.path]
+    renewals = [e.time for e in result.trace
+                if e.rank == 0 and e.op == "rename" and f".{os.path.basename(_gen(0))}.tmp." in e.path]
     taken = [e.time for e in result.trace if e.op == "open" and e.path == _gen(1) and e.outcome == "ok"]
     assert taken and all(e.rank >= RPN for e in result.trace if e.path == _gen(1) and e.op == "open")
     granted = [e for e in result.trace if e.path == _gen(0) and e.op == "open" and e.outcome == "ok" and e.rank == 0]

@@ -119,7 +119,7 @@ def test_every_node_gets_byte_identical_files_with_modes(profile, layout, chunk_
     assert len(expected) == 8
     leaders = _leaders(returns, rpn)
     assert len(leaders) == nodes
-    for rank, (report, tree) in leaders.items():
+    for rank, (_report, tree) in leaders.items():
         assert tree == expected, rank
     for report, _ in returns.values():
         assert report.files == len(expected) and report.sent == len(expected)
@@ -375,7 +375,7 @@ def test_restarted_sync_repairs_a_node_that_crashed_mid_sync(layout, node, seed,
     if crashed_mid_sync:
         assert sorted(first.crashed) == list(range(node * rpn, (node + 1) * rpn))
     again = _ok(cluster.run(crash_sync_job, chunk_size, faults=[]))
-    for rank, (report, tree) in _leaders(again, rpn).items():
+    for rank, (_report, tree) in _leaders(again, rpn).items():
         assert tree == _expect(BASE_TREE), rank  # byte-identical, modes too, no temporary leftovers
     if not crashed_mid_sync:  # the crash point lay beyond the first job: nothing left to do
         assert again[0][0].sent == 0

@@ -681,7 +681,7 @@ def test_sync_files_globs_and_several_sources(tmp_path) -> None:
     with pytest.raises(coord.CoordError, match="does not exist"):
         coord.sync_files(src / "missing", dst)
     _write(tmp_path / "other" / "c.bin", b"different")
-    with pytest.raises(coord.CoordError, match="different files for 'c.bin'"):
+    with pytest.raises(coord.CoordError, match=r"different files for 'c\.bin'"):
         coord.sync_files([src / "c.bin", tmp_path / "other" / "c.bin"], dst)
     assert sorted(_tree(dst)) == ["c.bin", "e.bin"]  # a failed sync touched nothing
 
@@ -712,7 +712,7 @@ def test_sync_files_unreadable_source(tmp_path, kind) -> None:
         sock = socket.socket(socket.AF_UNIX)
         sock.bind(str(src / "bad"))
     try:
-        with pytest.raises((OSError, ValueError), match="cannot read source|not a regular file"):
+        with pytest.raises((OSError, ValueError), match=r"cannot read source|not a regular file"):
             coord.build_manifest([src])
         with pytest.raises(coord.CoordError, match="bad"):
             coord.sync_files(src, dst)

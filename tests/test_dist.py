@@ -177,7 +177,7 @@ def test_all_gather_object_gives_copies() -> None:
 
     returns = _ok(_run(job, ranks_per_node=3))
     _SHARED.clear()
-    for rank, (out, same_as_mine, aliased) in returns.items():
+    for out, same_as_mine, aliased in returns.values():
         assert not same_as_mine and not aliased
         assert [o["rank"] for o in out] == [0, 1, 2]
         assert out[0]["items"] == [0, "local edit"]  # only this rank's own copy changed

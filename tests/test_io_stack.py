@@ -6,15 +6,18 @@ on the real disk (in a temporary directory) and inside a simulated rank, and mus
 from __future__ import annotations
 
 import errno
+import functools
 import glob
 import io
+import itertools
 import os
 import pathlib
 import pickle
 import shutil
 import stat
 import tempfile
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -697,7 +700,7 @@ def test_binary_file_matches_bytesio_model(initial: bytes, ops: list) -> None:
 def _chunked_write_job(data: bytes, cuts: list[int], read_sizes: list[int]) -> tuple:
     bounds = sorted(set([0, len(data), *[c % (len(data) + 1) for c in cuts]]))
     with open("/shared/chunks", "wb") as f:
-        for lo, hi in zip(bounds, bounds[1:]):
+        for lo, hi in itertools.pairwise(bounds):
             f.write(data[lo:hi])
     pieces = []
     with open("/shared/chunks", "rb") as f:
@@ -815,25 +818,27 @@ NS_OPS = st.lists(st.one_of(
 ), max_size=15)
 
 
+def _namespace_op(base: str, op: tuple) -> Any:
+    p = f"{base}/{op[1]}"
+    if op[0] == "mkdir":
+        return os.mkdir(p)
+    if op[0] == "create":
+        return open(p, "x").close()
+    if op[0] == "unlink":
+        return os.unlink(p)
+    if op[0] == "rmdir":
+        return os.rmdir(p)
+    if op[0] == "rename":
+        return os.rename(p, f"{base}/{op[2]}")
+    if op[0] == "symlink":
+        return os.symlink(f"{base}/{op[2]}", p)
+    return os.link(p, f"{base}/{op[2]}")
+
+
 def _namespace_ops(base: str, ops: list) -> tuple:
     outcomes = []
     for op in ops:
-        p = f"{base}/{op[1]}"
-        if op[0] == "mkdir":
-            fn: Callable[[], Any] = lambda: os.mkdir(p)
-        elif op[0] == "create":
-            fn = lambda: open(p, "x").close()
-        elif op[0] == "unlink":
-            fn = lambda: os.unlink(p)
-        elif op[0] == "rmdir":
-            fn = lambda: os.rmdir(p)
-        elif op[0] == "rename":
-            fn = lambda: os.rename(p, f"{base}/{op[2]}")
-        elif op[0] == "symlink":
-            fn = lambda: os.symlink(f"{base}/{op[2]}", p)
-        else:
-            fn = lambda: os.link(p, f"{base}/{op[2]}")
-        res = _outcome(fn)
+        res = _outcome(functools.partial(_namespace_op, base, op))
         outcomes.append(res[:2])
     tree = []
     for d, ds, fs in os.walk(base):

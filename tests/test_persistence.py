@@ -582,7 +582,7 @@ def test_server_crash_order_prefix_versus_omit_one(order):
         return server
 
     states = set()
-    for draws, server in all_crash_states(build):
+    for _draws, server in all_crash_states(build):
         states.add("".join(n for n in "abc" if server.lookup(ROOT, n) is not None))
     prefixes = {"", "a", "ab", "abc"}
     if order == "prefix":

@@ -456,6 +456,7 @@ def test_profile_file_works_in_a_cluster(tmp_path):
 
 def _listing_job():
     import os
+
     import torch.distributed as dist
 
     with open(f"/shared/n{dist.get_rank()}", "w"):

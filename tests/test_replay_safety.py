@@ -11,9 +11,8 @@ import textwrap
 import pytest
 
 import simfs
-from simfs.runspec import decode, encode
-
 from _replay_jobs import write_named
+from simfs.runspec import decode, encode
 
 
 def recorded(job_ref: str, args: list, tmp_path) -> str:

@@ -1,6 +1,7 @@
 """The rope behind every simulated file behaves exactly like a bytearray."""
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simfs.fs.rope import Rope
 

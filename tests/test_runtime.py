@@ -99,7 +99,7 @@ def test_trace_events_name_rank_node_op_path() -> None:
         assert e.outcome == "ok"
         assert e.path.startswith(f"/shared/race/r{e.rank}-")
     times = [e.time for e in result.trace if e.rank >= 0]
-    assert 0 <= min(times) and max(times) <= result.virtual_time
+    assert min(times) >= 0 and max(times) <= result.virtual_time
 
 
 # -- virtual time -----------------------------------------------------------------------------------
@@ -385,7 +385,7 @@ def thread_job() -> dict:
 def test_threads_do_io_and_sleep_concurrently() -> None:
     result = simfs.Cluster(nodes=2, ranks_per_node=1, profile="local", seed=0).run(thread_job)
     assert result.ok, result.summary()
-    for rank, got in result.returns.items():
+    for got in result.returns.values():
         assert got["seen"] == [2, 1, 0]          # the shortest sleeper finishes first
         assert got["queue"] == [2, 1, 0]
         assert got["alive"] == [False, False, False]

@@ -589,7 +589,7 @@ def test_mtime_is_rounded_to_the_granularity(ticks: list[int], granularity: floa
     profile = simfs.profiles.get(base).replace(mtime_granularity=granularity)
     out = _run_ok(_cluster(profile), mtime_job, starts)[0]
     (w0, m0), rest = out[0], out[1:]
-    for wall, mtime in out:
+    for _wall, mtime in out:
         if granularity:
             assert mtime % granularity == 0
     for wall, mtime in rest:  # differences do not depend on the clock's origin
