@@ -27,6 +27,7 @@ def _load_job(spec: str) -> Callable[..., Any]:
         if not os.path.isfile(target):
             raise ValueError(f"job file {target!r} does not exist")
         module_spec = importlib.util.spec_from_file_location(os.path.basename(target)[:-3], target)
+        assert module_spec is not None and module_spec.loader is not None  # a .py file's: a source loader
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module
         module_spec.loader.exec_module(module)
@@ -35,7 +36,7 @@ def _load_job(spec: str) -> Callable[..., Any]:
             module = importlib.import_module(target)
         except ImportError as exc:
             raise ValueError(f"cannot import {target!r}: {exc}") from None
-    job = getattr(module, name, None)
+    job: object = getattr(module, name, None)
     if not callable(job):
         raise ValueError(f"{target!r} has no function {name!r}")
     return job
@@ -70,7 +71,8 @@ def _seed_runs(args: argparse.Namespace, job: Callable[..., Any], profile: str |
     return runs
 
 
-def _isolated_runs(args: argparse.Namespace, job: Callable[..., Any], profile: str | None = None) -> list[dict[str, Any]]:
+def _isolated_runs(args: argparse.Namespace, job: Callable[..., Any],
+                   profile: str | None = None) -> list[dict[str, Any]]:
     """The seeds' runs in a child process the command supervises: a job stuck in C code that
     holds the GIL is killed after --watchdog seconds and reported with its stack."""
     runs: list[dict[str, Any]] = simfs.isolated(_seed_runs, args, job, profile, watchdog=args.watchdog)
@@ -104,7 +106,7 @@ def _run_demo(args: argparse.Namespace) -> int:
                     for run in _isolated_runs(args, case.job, profile) if not run["ok"]]
         outcome[case.job.__name__] = failures
         expected = expected and bool(failures) == case.should_fail
-        print(f"\n{case.job.__name__} on {profile}: {case.job.__doc__.strip()}")
+        print(f"\n{case.job.__name__} on {profile}: {(case.job.__doc__ or '').strip()}")
         print(f"  failed on {len(failures)} of {args.seeds} seeds")
         if failures:
             first = failures[0]
@@ -185,7 +187,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        code: int = args.func(args)  # the chosen command's
+        return code
     except (ValueError, TypeError, OSError) as exc:
         print(f"simfs: error: {exc}", file=sys.stderr)
         return 2

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import DataObject
 
 
 @runtime_checkable
@@ -70,7 +73,7 @@ class HypothesisChoices:
 
     thread_bound = True
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: DataObject) -> None:
         from hypothesis import strategies as st
 
         self._data = data

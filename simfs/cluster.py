@@ -107,7 +107,7 @@ class Cluster:
         checked = list(faults)
         for fault in checked:
             node = getattr(fault, "node", None)
-            if isinstance(fault, (CrashNode, EvictClient)) and not 0 <= node < self.nodes:
+            if isinstance(fault, (CrashNode, EvictClient)) and not 0 <= fault.node < self.nodes:
                 raise ConfigError(f"{fault!r}: node {node} does not exist (nodes 0..{self.nodes - 1})")
             ranks = [fault.rank] if isinstance(fault, SlowRank) else list(getattr(fault, "ranks", None) or [])
             bad = [r for r in ranks if not 0 <= r < self.world_size]

@@ -100,7 +100,8 @@ class InjectErrno:
 
     @property
     def code(self) -> int:
-        return getattr(errno, self.name)
+        code: int = getattr(errno, self.name)  # the name was checked to be an errno's
+        return code
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ class SlowOps:
 
 
 Fault = CrashNode | CrashServer | EvictClient | InjectErrno | SlowRank | SlowOps
-FAULT_TYPES: dict[str, type] = {t.__name__: t
+FAULT_TYPES: dict[str, type[Fault]] = {t.__name__: t
                                  for t in (CrashNode, CrashServer, EvictClient, InjectErrno, SlowRank, SlowOps)}
 
 

@@ -20,10 +20,11 @@ def _sys() -> Syscalls:
     task = current_task()
     if task is None:
         raise SimfsError("simfs:// paths can only be used inside a simulated rank (Cluster.run)")
-    return task.context.sys
+    sys: Syscalls = task.context.sys  # the rank's Process (opaque to the scheduler) and its calls
+    return sys
 
 
-class SimFileSystem(AbstractFileSystem):
+class SimFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec has no type information
     """fsspec filesystem backed by the current rank's simulated view."""
 
     protocol = "simfs"
@@ -52,7 +53,7 @@ class SimFileSystem(AbstractFileSystem):
         path = self._strip_protocol(path)
         return self._info_of(path, _sys().stat(path))
 
-    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list:
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[dict[str, Any]] | list[str]:
         path = self._strip_protocol(path)
         sys = _sys()
         st = sys.stat(path)

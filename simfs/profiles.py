@@ -252,7 +252,7 @@ def describe(name: str) -> str:
     raise ValueError(f"unknown profile parameter {name!r}; known: {param_names()}")
 
 
-def _check_field(f: dataclasses.Field, value: Any, profile: str) -> None:
+def _check_field(f: dataclasses.Field[Any], value: Any, profile: str) -> None:
     where = f"profile {profile!r}: parameter {f.name}"
     if f.name == "sources":
         if not isinstance(value, Mapping):

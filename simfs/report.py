@@ -7,7 +7,10 @@ import sysconfig
 import traceback
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .runtime.machine import TraceEvent
 
 _SIMFS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"] + os.sep,
@@ -101,7 +104,7 @@ class Result:
     hung: dict[int, Any]
     virtual_time: float
     wall_time: float
-    trace: list
+    trace: list[TraceEvent]
     replay: str
     ops: int
     switches: int

@@ -33,7 +33,8 @@ REQUIRED = ("job", "nodes", "rpn", "mounts", "local", "seed", "run", "faults", "
 def json_safe(value: Any) -> bool:
     """True if ``value`` survives a JSON round trip unchanged (so a replay can pass it again)."""
     try:
-        return json.loads(json.dumps(value)) == value
+        same: bool = json.loads(json.dumps(value)) == value
+        return same
     except (TypeError, ValueError):
         return False
 

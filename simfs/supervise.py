@@ -151,7 +151,8 @@ def _after_interrupt(pid: int, fd: int) -> bytes | None:
         os.kill(pid, signal.SIGINT)
     except ProcessLookupError:
         return None
-    chunks, deadline = [], time.monotonic() + 5.0
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
         ready, _, _ = select.select([fd], [], [], 0.1)
         if ready:

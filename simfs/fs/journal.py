@@ -21,6 +21,17 @@ class Draws(Protocol):
     def choose(self, n: int) -> int: ...
 
 
+class Image(Protocol):
+    """A durable image units are persisted to: the durable layer (a dict) or a _CopyOnWrite view."""
+
+    def get(self, ino: int, /) -> Inode | None: ...
+    def __setitem__(self, ino: int, node: Inode, /) -> None: ...
+
+
+# what differs from a base image: (inode, its entries, data or link target), by inode
+Fingerprint = tuple[tuple[int, tuple[tuple[str, int], ...] | bytes | str], ...]
+
+
 @dataclass(slots=True)
 class EntryUnit:
     """A directory entry set (ino) or removed (None), not yet durable."""
@@ -194,7 +205,7 @@ class Journal:
                 isinstance(u, EntryUnit) and u.ino == ino for u in self._pending.values()):
             del self.durable[ino]  # no durable name, and none can become durable: unreachable
 
-    def _durable_inode(self, ino: int, kind: str, image: dict[int, Inode]) -> Inode:
+    def _durable_inode(self, ino: int, kind: str, image: Image) -> Inode:
         node = image.get(ino)
         if node is None:
             live = self._live(ino)
@@ -203,7 +214,7 @@ class Journal:
             image[ino] = node
         return node
 
-    def _persist(self, unit: Unit, torn: int | None = None, image: dict[int, Inode] | None = None) -> None:
+    def _persist(self, unit: Unit, torn: int | None = None, image: Image | None = None) -> None:
         image = self.durable if image is None else image
         if isinstance(unit, EntryUnit):
             parent = self._durable_inode(unit.dir, DIR, image)
@@ -260,11 +271,11 @@ class Journal:
     def distinct_states(self, limit: int) -> list[CrashState]:
         """Crash states that leave different durable images, simplest first, at most ``limit``."""
         units = list(self._pending.values())
-        seen: set[tuple] = set()
+        seen: set[Fingerprint] = set()
         out: list[CrashState] = []
         for state in self.states():
             image = _CopyOnWrite(self.durable)
-            self._apply(units, state, image)  # type: ignore[arg-type]
+            self._apply(units, state, image)
             key = image.fingerprint()
             if key not in seen:
                 seen.add(key)
@@ -292,7 +303,7 @@ class Journal:
             for child in (node.entries or {}).values():
                 self._links[child] = self._links.get(child, 0) + 1
 
-    def _apply(self, units: list[Unit], state: CrashState, image: dict[int, Inode]) -> None:
+    def _apply(self, units: list[Unit], state: CrashState, image: Image) -> None:
         applied_groups: set[int] = set()
         for i, unit in enumerate(units[:state.kept]):
             if i == state.omitted:
@@ -323,9 +334,9 @@ class _CopyOnWrite:
     def __setitem__(self, ino: int, node: Inode) -> None:
         self._own[ino] = node
 
-    def fingerprint(self) -> tuple:
+    def fingerprint(self) -> Fingerprint:
         """What differs from the base image (equal fingerprints: equal images)."""
-        out = []
+        out: list[tuple[int, tuple[tuple[str, int], ...] | bytes | str]] = []
         for ino, node in sorted(self._own.items()):
             value = (tuple(sorted(node.entries.items())) if node.entries is not None
                      else node.data.tobytes() if node.data is not None else node.target)

@@ -71,10 +71,12 @@ class Server:
         return node
 
     def _set_entry(self, parent: Inode, name: str, ino: int | None, kind: str, group: int = 0) -> None:
+        entries = parent.entries
+        assert entries is not None  # parent is a directory
         if ino is None:
-            del parent.entries[name]
+            del entries[name]
         else:
-            parent.entries[name] = ino
+            entries[name] = ino
         self._touch(parent)
         self.journal.entry(EntryUnit(parent.ino, name, ino, kind, group))
 
@@ -153,10 +155,14 @@ class Server:
         return self.attr(self._inode(ino))
 
     def lookup(self, dir_ino: int, name: str) -> int | None:
-        return self._dir(dir_ino).entries.get(name)
+        entries = self._dir(dir_ino).entries
+        assert entries is not None  # a directory's
+        return entries.get(name)
 
     def readdir(self, dir_ino: int) -> list[tuple[str, int]]:
-        return list(self._dir(dir_ino).entries.items())
+        entries = self._dir(dir_ino).entries
+        assert entries is not None  # a directory's
+        return list(entries.items())
 
     def readlink(self, ino: int) -> str:
         node = self._inode(ino)
@@ -168,16 +174,19 @@ class Server:
         node = self._inode(ino)
         if node.kind == DIR:
             raise fs_error(errno.EISDIR)
+        assert node.data is not None  # a file's (clients read files, not links)
         return node.data.tobytes()
 
     def read(self, ino: int, offset: int, size: int) -> bytes:
         node = self._inode(ino)
         if node.kind == DIR:
             raise fs_error(errno.EISDIR)
+        assert node.data is not None  # a file's (clients read files, not links)
         return node.data.slice(offset, size)
 
     # -- RPCs: namespace -------------------------------------------------------------------
     def _check_new(self, parent: Inode, name: str) -> None:
+        assert parent.entries is not None  # a directory's
         if name in parent.entries:
             raise fs_error(errno.EEXIST)
 
@@ -185,6 +194,7 @@ class Server:
         """CREATE: a new empty file, or (not exclusive) the existing one."""
         parent = self._dir(dir_ino)
         pre = self.attr(parent)
+        assert parent.entries is not None  # a directory's
         existing = parent.entries.get(name)
         if existing is not None:
             if exclusive:
@@ -226,6 +236,7 @@ class Server:
         return Change(pre, self.attr(parent))
 
     def _child(self, parent: Inode, name: str) -> Inode:
+        assert parent.entries is not None  # a directory's
         ino = parent.entries.get(name)
         if ino is None:
             raise fs_error(errno.ENOENT)
@@ -267,6 +278,7 @@ class Server:
                 return True
             sub = self.inodes.get(child)
             if sub is not None and sub.kind == DIR:
+                assert sub.entries is not None  # a directory's
                 stack.extend(sub.entries.values())
         return False
 
@@ -275,6 +287,7 @@ class Server:
         sparent, dparent = self._dir(src_dir), self._dir(dst_dir)
         node = self._child(sparent, src_name)
         ino = node.ino
+        assert dparent.entries is not None  # a directory's
         target = dparent.entries.get(dst_name)
         if target == ino:
             return ino, Change(self.attr(sparent), self.attr(sparent)), Change(self.attr(dparent), self.attr(dparent))
@@ -308,13 +321,14 @@ class Server:
         src = self._child(self._dir(src_dir), src_name)
         if src.kind == DIR:
             raise fs_error(errno.EISDIR)
-        if src.kind == FILE and len(src.data) > self.profile.capacity - self.used:
+        if src.kind == FILE and len(src.data or ()) > self.profile.capacity - self.used:
             raise fs_error(errno.ENOSPC)
         node = self._new_inode(src.kind, src.mode, src.target)
         if src.kind == FILE:
-            node.data = src.data.copy()
-            self._allocate(node.ino, len(node.data))
-            self.journal.write(node.ino, 0, node.data.tobytes())
+            assert src.data is not None  # a file's
+            data = node.data = src.data.copy()
+            self._allocate(node.ino, len(data))
+            self.journal.write(node.ino, 0, data.tobytes())
             if self.profile.entry_durable == "op":
                 self.commit(node.ino)  # the copy is as durable as the name it gets
         return node.ino, self.publish(dst_dir, dst_name, node.ino)
@@ -327,6 +341,7 @@ class Server:
         """Name ``ino`` in a directory, replacing what was there (an object upload completes)."""
         parent = self._dir(dir_ino)
         pre = self.attr(parent)
+        assert parent.entries is not None  # a directory's
         old = parent.entries.get(name)
         if old == ino:
             return Change(pre, self.attr(parent))
@@ -346,6 +361,7 @@ class Server:
             raise fs_error(errno.EISDIR)
         if not isinstance(data, bytes):
             data = bytes(data)
+        assert node.data is not None  # a file's
         self._allocate(ino, self.growth(len(node.data), offset, len(data)))  # ENOSPC: nothing written
         node.data.write(offset, data)
         self._touch(node)
@@ -365,6 +381,7 @@ class Server:
         node = self._inode(ino)
         if node.kind != FILE:
             raise fs_error(errno.EISDIR)
+        assert node.data is not None  # a file's
         node.data.truncate(size)  # extending allocates nothing (a hole, as ext4_setattr leaves)
         self._shrink(ino, size)
         self._touch(node)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..profiles import Profile
 from .attrcache import AttrCache
@@ -14,10 +14,15 @@ from .inode import DIR, Attr, fs_error
 from .server import Server
 from .writeback import DirtyFile
 
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
-class _Peers(Protocol):
+_C_contra = TypeVar("_C_contra", contravariant=True)
+
+
+class _Peers(Protocol[_C_contra]):
     def interleave(self) -> None: ...
-    def mark_dirty(self, ino: int, client: Client) -> None: ...
+    def mark_dirty(self, ino: int, client: _C_contra) -> None: ...
 
 
 class Client(Protocol):
@@ -25,7 +30,9 @@ class Client(Protocol):
 
     server: Server
     profile: Profile
-    peers: _Peers
+
+    @property
+    def peers(self) -> _Peers[Self]: ...  # the mount's, which takes this very client back
     attrs: AttrCache
     dentries: DentryCache
     dirty: dict[int, DirtyFile]

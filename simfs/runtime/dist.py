@@ -37,7 +37,7 @@ class _Call:
     results: dict[int, Any] | None = None
     mismatch: str = ""
     consumed: int = 0
-    queue: WaitQueue = field(default=None)  # type: ignore[assignment]
+    queue: WaitQueue = field(default=None)  # type: ignore[assignment]  # set as soon as it is made
 
 
 class Work:
@@ -55,7 +55,7 @@ class Work:
     def get_future(self) -> Any:
         import torch.futures
 
-        fut = torch.futures.Future()
+        fut: torch.futures.Future[None] = torch.futures.Future()
         fut.set_result(None)
         return fut
 
@@ -157,8 +157,11 @@ class DistWorld:
         call = g.calls.get(seq)
         if call is None:
             call = g.calls[seq] = _Call(kind, g, seq, sched.now)
-            call.queue = WaitQueue(f"{kind} #{seq} on {g.name}",
-                                   lambda c=call: [r for r in c.group.ranks if r not in c.arrived])
+
+            def peers(c: _Call = call) -> list[int]:
+                return [r for r in c.group.ranks if r not in c.arrived]
+
+            call.queue = WaitQueue(f"{kind} #{seq} on {g.name}", peers)
         elif call.kind != kind:
             first = next(iter(call.arrived))
             call.mismatch = (f"collective mismatch in {g.name} at call #{seq}: rank {first} called {call.kind}, "
@@ -189,6 +192,7 @@ class DistWorld:
         g = call.group
         missing = [r for r in g.ranks if r not in call.arrived]
         task = current_task()
+        assert task is not None  # the rank that waited
         self.hangs[rank] = HangInfo(rank, f"{call.kind} #{call.seq} on {g.name}", call.started,
                                     self.sched.now - call.started, missing, user_frame(task_frame(task)))
         g.aborted = f"rank {rank} timed out in {call.kind} waiting for ranks {missing}"

@@ -29,7 +29,7 @@ def _matches(glob: str, value: str) -> bool:
 class _Trigger:
     """A once-only fault with an operation-count, time or pattern trigger."""
 
-    def __init__(self, fault: Any, node: int | None) -> None:
+    def __init__(self, fault: CrashNode | CrashServer | EvictClient, node: int | None) -> None:
         self.fault = fault
         self.node = node  # count only this node's operations (None: all)
         self.on = parse_on(fault.on)
@@ -45,6 +45,16 @@ class _Trigger:
         return self.on is not None and _matches(self.on[0], op) and _matches(self.on[1], path)
 
 
+class _Countdown:
+    """An injected errno and how many more times it may surface (None: no limit)."""
+
+    __slots__ = ("fault", "remaining")
+
+    def __init__(self, fault: InjectErrno, remaining: int | None) -> None:
+        self.fault = fault
+        self.remaining = remaining
+
+
 class FaultEngine:
     """The faults of one run. ``fire(fault, why)`` carries out a crash or an eviction."""
 
@@ -56,7 +66,7 @@ class FaultEngine:
         self._fire_fault = fire
         self.run_start = run_start
         self.triggers: list[_Trigger] = []
-        self.errnos: list[list] = []  # [fault, remaining count]
+        self.errnos: list[_Countdown] = []
         self.slow_ops: list[SlowOps] = []
         self.start_delays: dict[int, float] = {}
         for fault in faults:
@@ -65,7 +75,7 @@ class FaultEngine:
             elif isinstance(fault, CrashServer):
                 self.triggers.append(_Trigger(fault, None))
             elif isinstance(fault, InjectErrno):
-                self.errnos.append([fault, fault.count])
+                self.errnos.append(_Countdown(fault, fault.count))
             elif isinstance(fault, SlowOps):
                 self.slow_ops.append(fault)
             elif isinstance(fault, SlowRank):
@@ -76,8 +86,10 @@ class FaultEngine:
     def arm_timers(self) -> None:
         for trig in self.triggers:
             if trig.fault.at_time is not None:
-                self._call_at(self.run_start + trig.fault.at_time,
-                              lambda t=trig: self._fire(t, repr(t.fault)), type(trig.fault).__name__)
+                def fire(t: _Trigger = trig) -> None:
+                    self._fire(t, repr(t.fault))
+
+                self._call_at(self.run_start + trig.fault.at_time, fire, type(trig.fault).__name__)
 
     def before(self, proc: Process, op: str, path: str, node_ops: int, all_ops: int) -> None:
         """Called before each operation: crashes due now fire, other errnos surface."""
@@ -86,7 +98,7 @@ class FaultEngine:
             if (node is None or node == proc.node) and trig.due(op, path, node_ops, all_ops):
                 self._fire(trig, repr(trig.fault))
         for entry in self.errnos:
-            fault = entry[0]
+            fault = entry.fault
             if fault.name not in FLUSH_ERRNOS and self._hit(entry, proc, op, path):
                 raise OSError(fault.code, f"{os.strerror(fault.code)} (injected by simfs)")
 
@@ -94,12 +106,12 @@ class FaultEngine:
         """Called where data reaches the server (and only there): ENOSPC / EDQUOT surface here.
         The caller hands the error to the same path as a full server's ENOSPC."""
         for entry in self.errnos:
-            fault = entry[0]
+            fault = entry.fault
             if fault.name in FLUSH_ERRNOS and op in _FLUSH_OPS and self._hit(entry, proc, op, path):
                 raise OSError(fault.code, f"{os.strerror(fault.code)} (injected by simfs)")
 
-    def _hit(self, entry: list, proc: Process, op: str, path: str) -> bool:
-        fault, remaining = entry
+    def _hit(self, entry: _Countdown, proc: Process, op: str, path: str) -> bool:
+        fault, remaining = entry.fault, entry.remaining
         if remaining == 0:
             return False
         if fault.ranks is not None and proc.rank not in fault.ranks:
@@ -109,7 +121,7 @@ class FaultEngine:
         if fault.probability < 1 and self._fraction() >= fault.probability:
             return False
         if remaining is not None:
-            entry[1] = remaining - 1
+            entry.remaining = remaining - 1
         return True
 
     def delay(self, proc: Process, op: str, path: str) -> float:

@@ -9,6 +9,7 @@ import warnings
 from typing import Any
 
 from .. import _real
+from .console import Console
 from .process import FD_BASE
 from .syscalls import Syscalls
 
@@ -99,7 +100,7 @@ class SimFileIO(io.RawIOBase):
 
     def readall(self) -> bytes:
         self._checkClosed()
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             data = self._sys.read(self._fd, 1 << 20)
             if not data:
@@ -163,13 +164,14 @@ def _null_file(mode: str, buffering: int, encoding: str | None, errors: str | No
         return raw if buffering == 0 else io.BufferedRandom(raw) if "+" in mode else \
             io.BufferedReader(raw) if "r" in mode else io.BufferedWriter(raw)
     buffered = io.BufferedWriter(raw) if "r" not in mode or "+" in mode else io.BufferedReader(raw)
-    return io.TextIOWrapper(buffered, io.text_encoding(encoding), errors, newline)
+    # (io.text_encoding is there from Python 3.10; typeshed declares it from 3.11 only)
+    return io.TextIOWrapper(buffered, io.text_encoding(encoding), errors, newline)  # type: ignore[attr-defined]
 
 
 class ConsoleIO(io.RawIOBase):
     """A raw file over one of the process's console descriptors (0-2, runtime/console.py)."""
 
-    def __init__(self, console: Any, fd: int, closefd: bool) -> None:
+    def __init__(self, console: Console, fd: int, closefd: bool) -> None:
         super().__init__()
         self._console, self._fd, self._closefd = console, fd, closefd
 
@@ -205,7 +207,8 @@ def sim_open(sys: Syscalls, file: Any, mode: str = "r", buffering: int = -1, enc
         if "b" in mode:
             return raw if buffering == 0 else io.BufferedWriter(raw) if file else io.BufferedReader(raw)
         return io.TextIOWrapper(io.BufferedWriter(raw) if file else io.BufferedReader(raw),
-                                io.text_encoding(encoding), errors, newline, line_buffering=True)
+                                io.text_encoding(encoding),  # type: ignore[attr-defined]  # 3.10+
+                                errors, newline, line_buffering=True)
     if not isinstance(file, int):
         file = os.fspath(file)
         if file in (os.devnull, os.fsencode(os.devnull)):
@@ -244,6 +247,7 @@ def sim_open(sys: Syscalls, file: Any, mode: str = "r", buffering: int = -1, enc
             if binary:
                 return result
             raise ValueError("can't have unbuffered text I/O")
+        buffer: io.BufferedRandom | io.BufferedReader | io.BufferedWriter
         if "+" in modes:
             buffer = io.BufferedRandom(raw, buffering)
         elif "r" in modes:
@@ -253,9 +257,10 @@ def sim_open(sys: Syscalls, file: Any, mode: str = "r", buffering: int = -1, enc
         result = buffer
         if binary:
             return result
-        wrapper = io.TextIOWrapper(buffer, io.text_encoding(encoding), errors, newline, line_buffering)
+        wrapper = io.TextIOWrapper(buffer, io.text_encoding(encoding),  # type: ignore[attr-defined]  # 3.10+
+                                   errors, newline, line_buffering)
         result = wrapper
-        wrapper.mode = mode
+        wrapper.mode = mode  # type: ignore[misc]  # writable, as io.open sets it (typeshed: read-only)
         return wrapper
     except BaseException:
         result.close()

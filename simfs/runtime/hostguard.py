@@ -38,7 +38,7 @@ class HostGuard:
         self.thread_hooks = (threading._trace_hook, threading._profile_hook)  # type: ignore[attr-defined]
         self.namespaces = [(vars(module), dict(vars(module))) for module in (builtins, io)]
         self.modules = dict(sys.modules)
-        self.random = random._inst.getstate()  # type: ignore[attr-defined]
+        self.random = random._inst.getstate()
         self.logging_disable = logging.root.manager.disable
         self.loggers: list[tuple[logging.Logger, list[Any], int, bool, bool]] = [
             (lg, list(lg.handlers), lg.level, lg.propagate, lg.disabled) for lg in _loggers()]
@@ -50,13 +50,13 @@ class HostGuard:
         sys.set_int_max_str_digits(self.int_digits)
         sys.setdlopenflags(self.dlopen)
         threading._trace_hook, threading._profile_hook = self.thread_hooks  # type: ignore[attr-defined]
-        if random._inst.getstate() != self.random:  # type: ignore[attr-defined]
-            random._inst.setstate(self.random)  # type: ignore[attr-defined]
+        if random._inst.getstate() != self.random:
+            random._inst.setstate(self.random)
         sys.setswitchinterval(self.switch)
         gc.set_threshold(*self.gc_threshold)
         sys.dont_write_bytecode = self.bytecode
         if warnings.filters != self.filters:
-            warnings.filters[:] = self.filters
+            warnings.filters[:] = self.filters  # type: ignore[index]  # a list (typeshed says Sequence)
             warnings._filters_mutated()  # type: ignore[attr-defined]
         socket.setdefaulttimeout(self.timeout)
         logging.root.manager.disable = self.logging_disable

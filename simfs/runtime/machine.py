@@ -99,7 +99,8 @@ class Machine:
             self.faults.before(proc, op, path, self.node_ops[proc.node], self.total_ops)
         except OSError as exc:
             self.trace.append(TraceEvent(self.sched.now, proc.rank, proc.node, op, path,
-                                         errno.errorcode.get(exc.errno, "error") + " (injected)"))
+                                         (errno.errorcode.get(exc.errno, "error") if exc.errno is not None
+                                          else "error") + " (injected)"))
             raise
         return self.sched.now  # (a crash this operation triggered never returns here)
 

@@ -3,6 +3,7 @@ simulation thread: each draw is forwarded to the owner's thread and answered the
 
 from __future__ import annotations
 
+import _thread
 import queue
 from typing import Any
 
@@ -21,7 +22,8 @@ class Marshal:
 
     def __init__(self, inner: ChoiceSource) -> None:
         self.inner = inner
-        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        # (answered, [the draw, the source's exception], "choose" or "fraction", n)
+        self._requests: queue.SimpleQueue[tuple[_thread.LockType, list[Any], str, int]] = queue.SimpleQueue()
         self.failure: BaseException | None = None
 
     def _ask(self, kind: str, arg: int) -> Any:
@@ -40,7 +42,8 @@ class Marshal:
         return self._ask("choose", n) if n > 1 else 0
 
     def fraction(self) -> float:
-        return self._ask("fraction", 0)
+        value: float = self._ask("fraction", 0)
+        return value
 
     def serve(self, timeout: float) -> None:
         """Answer pending draws (called on the owning thread)."""

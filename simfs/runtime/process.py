@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import signal
+from random import Random  # for annotations: the Process.random property hides the module there
 from typing import TYPE_CHECKING, Any
 
 from ..choices import derive_seed
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 FD_BASE = 1 << 30  # above any real descriptor: a simulated fd reaching a real syscall gets EBADF
 # what a Python process starts with: SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored
-_PYTHON_SIGNAL_DEFAULTS = {signal.SIGINT: signal.default_int_handler, signal.SIGPIPE: signal.SIG_IGN,
+_PYTHON_SIGNAL_DEFAULTS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGPIPE: signal.SIG_IGN,
                            signal.SIGXFSZ: signal.SIG_IGN}
 
 
@@ -74,9 +75,9 @@ class Process:
         self.cwd = cwd
         self.umask = 0o022
         self._seed = (seed, run, rank)
-        self._random: random.Random | None = None
-        self._urandom: random.Random | None = None
-        self._tempnames: random.Random | None = None
+        self._random: Random | None = None
+        self._urandom: Random | None = None
+        self._tempnames: Random | None = None
         self.fds: dict[int, OpenFile] = {}
         self.console = Console()
         self.signal_handlers: dict[int, Any] = dict(_PYTHON_SIGNAL_DEFAULTS)
@@ -87,19 +88,19 @@ class Process:
         self.sys: Any = None  # the Syscalls bound to this process
         self.dist: Any = None  # the simulated torch.distributed state of this rank
 
-    def _stream(self, name: str) -> random.Random:
+    def _stream(self, name: str) -> Random:
         seed, run, rank = self._seed
         return random.Random(derive_seed(seed, name, run, rank))
 
     @property
-    def random(self) -> random.Random:
+    def random(self) -> Random:
         """The ``random`` module's generator of this process (seeded from the run seed)."""
         if self._random is None:
             self._random = self._stream("random")
         return self._random
 
     @property
-    def tempnames(self) -> random.Random:
+    def tempnames(self) -> Random:
         """tempfile's name generator of this process."""
         if self._tempnames is None:
             self._tempnames = self._stream("tempfile")

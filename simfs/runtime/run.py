@@ -246,6 +246,7 @@ class Run:
             if now - last_progress < watchdog:
                 continue
             task = sched.current
+            assert sim.ident is not None  # started
             stack = "".join(traceback.format_stack(sys._current_frames().get(sim.ident)))
             if not poked:
                 state.notes.append(f"rank {task.rank} ran {watchdog:g}s of real time without a simulated "

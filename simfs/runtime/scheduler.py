@@ -4,11 +4,12 @@ The next task is the one with the earliest wake time; ties are broken by a draw.
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import sys
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from greenlet import getcurrent, greenlet
 
@@ -17,6 +18,19 @@ from ..clock import VirtualClock
 from .waitqueue import WaitQueue
 
 READY, BLOCKED, DONE = "ready", "blocked", "done"
+
+
+class Greenlet(Protocol):
+    """What simfs uses of a ``greenlet.greenlet`` (the package ships no type information)."""
+
+    parent: Greenlet | None
+    gr_context: contextvars.Context | None
+
+    @property
+    def gr_frame(self) -> FrameType | None: ...
+
+    def switch(self, *args: Any, **kwargs: Any) -> Any: ...
+
 _FOREVER = 1e15  # a timeout this long (or infinite) is no timeout: the run's time limit comes first
 
 
@@ -65,7 +79,7 @@ class Task:
         self.error: BaseException | None = None
         self.finished = WaitQueue(f"join({name})")
         self.owner: Any = None  # the threading.Thread object for rank-started threads
-        self.glet: greenlet | None = None
+        self.glet: Greenlet | None = None
         self.atomic = 0  # >0: inside a C extension that calls back into Python; do not switch
         self.owed = 0.0  # virtual time spent inside atomic regions, paid when they end
         self.deadline: float | None = None  # when a blocked task gives up waiting (None: never)
@@ -85,7 +99,7 @@ class Event:
 
 
 # greenlet -> Task for every live simulated task in this process (all clusters)
-TASKS: dict[greenlet, Task] = {}
+TASKS: dict[Greenlet, Task] = {}
 
 
 def current_task() -> Task | None:
@@ -122,7 +136,7 @@ class Scheduler:
         self._entered: Any = None
         self.switches = 0
         self._next_tid = 0
-        self._loop: greenlet | None = None
+        self._loop: Greenlet | None = None
         self._stop: Callable[[], bool] | None = None
         self._tick: Callable[[], None] | None = None
 
@@ -183,13 +197,14 @@ class Scheduler:
                 task.error = exc
             finally:
                 task.state = DONE
-                TASKS.pop(task.glet, None)
+                TASKS.pop(glet, None)
                 self._wake_all(task.finished)
 
-        task.glet = greenlet(body, parent=self._loop)
+        glet: Greenlet = greenlet(body, parent=self._loop)
+        task.glet = glet
         if gr_context is not None:
-            task.glet.gr_context = gr_context
-        TASKS[task.glet] = task
+            glet.gr_context = gr_context
+        TASKS[glet] = task
         self.tasks.append(task)
         if is_main:
             self.mains[rank] = task
@@ -201,11 +216,14 @@ class Scheduler:
     def run(self, stop: Callable[[], bool] | None = None, tick: Callable[[], None] | None = None) -> None:
         """Run until no task or event is due (all done, or the rest blocked forever), or
         until ``stop()`` says so; ``tick()`` is called every 256 switches."""
-        self._loop = getcurrent()
+        loop: Greenlet = getcurrent()
+        self._loop = loop
         self._stop, self._tick = stop, tick
         for task in self.tasks:
-            if task.state != DONE and task.glet.parent is not self._loop:
-                task.glet.parent = self._loop
+            glet = task.glet
+            assert glet is not None  # set by spawn
+            if task.state != DONE and glet.parent is not loop:
+                glet.parent = loop
         while True:
             item = self._pick()
             if item is None:
@@ -219,7 +237,9 @@ class Scheduler:
                     self.enter(item.context)
             self.current = item
             self.switches += 1
-            item.glet.switch()
+            glet = item.glet
+            assert glet is not None  # set by spawn
+            glet.switch()
             self.current = None
             if stop is not None and stop():
                 return
@@ -228,7 +248,9 @@ class Scheduler:
 
     # -- called from tasks -----------------------------------------------------------------
     def _switch_out(self, task: Task) -> None:
-        self._loop.switch()
+        loop = self._loop
+        assert loop is not None  # set by run(), the only caller of tasks
+        loop.switch()
         if task.interrupts:
             self.interrupted(task)
 
@@ -240,6 +262,7 @@ class Scheduler:
     def elapse(self, cost: float) -> None:
         """The running task spent ``cost`` virtual seconds; others due earlier run first."""
         task = self.current
+        assert task is not None  # called from a task
         if task.interrupts:
             self.interrupted(task)
         if cost <= 0:
@@ -274,10 +297,13 @@ class Scheduler:
     def enter_atomic(self) -> None:
         """Start a region where the running task must not be switched out (C++ code such as
         torch.save keeps thread-local state across its calls back into Python)."""
-        self.current.atomic += 1
+        task = self.current
+        assert task is not None  # called from a task
+        task.atomic += 1
 
     def exit_atomic(self) -> None:
         task = self.current
+        assert task is not None  # called from a task
         task.atomic -= 1
         if task.atomic == 0 and task.owed:
             owed, task.owed = task.owed, 0.0
@@ -286,6 +312,7 @@ class Scheduler:
     def block(self, queue: WaitQueue, timeout: float | None = None) -> bool:
         """Wait until notified (True) or until ``timeout`` virtual seconds pass (False)."""
         task = self.current
+        assert task is not None  # called from a task
         if task.interrupts:
             self.interrupted(task)
         task.state = BLOCKED
@@ -329,9 +356,11 @@ class Scheduler:
         task.token += 1  # its queue entries are void
         task.error = outcome
         task.interrupts.clear()
-        TASKS.pop(task.glet, None)
+        if task.glet is not None:
+            TASKS.pop(task.glet, None)
         self._wake_all(task.finished)
         if task is self.current:
+            assert self._loop is not None  # the current task was switched to by run()
             self._loop.switch()  # never switched back to
 
     def progressing(self, task: Task) -> bool:

@@ -7,7 +7,7 @@ import errno
 import os
 import posixpath
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...fs.inode import Attr
 from ...fs.mount import Mount
@@ -16,6 +16,8 @@ from ..process import OpenFile, Process
 
 if TYPE_CHECKING:
     from ..machine import Machine
+
+T = TypeVar("T")
 
 
 def frozen(data: Any) -> bytes:
@@ -76,7 +78,7 @@ class SyscallsBase:
             raise OSError(errno.EBADF, os.strerror(errno.EBADF))
         return of
 
-    def _op(self, name: str, path: str, shown: Any, fn: Callable[[], Any], shown2: Any = None) -> Any:
+    def _op(self, name: str, path: str, shown: Any, fn: Callable[[], T], shown2: Any = None) -> T:
         """Run one operation: faults first, then the work, then trace and virtual cost."""
         machine = self.machine
         start = machine.begin(self.proc, name, path)

@@ -50,6 +50,7 @@ class FileCalls(SyscallsBase):
             r = self.vfs.resolve(p, follow=not flags & os.O_NOFOLLOW, reval=self._reval)
             mount, client, ino = r.mount, r.client, r.ino
         kind = mount.server.kinds.get(ino)
+        assert kind is not None  # every inode number a server hands out has a kind
         if kind == LINK:
             raise fs_error(errno.ELOOP)
         if kind == DIR:

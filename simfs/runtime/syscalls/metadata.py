@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from ... import _real
+from ...fs.client import Client
 from ...fs.inode import DIR, LINK, fs_error
 from ...fs.mount import Mount
 from ..process import FD_BASE
@@ -52,7 +53,7 @@ class MetadataCalls(SyscallsBase):
             return False
         return True
 
-    def listdir(self, path: Any = ".") -> list:
+    def listdir(self, path: Any = ".") -> list[Any]:  # of str or of bytes, as path is
         if isinstance(path, int):
             of = self._fd(path)
             return self._op("listdir", of.path, None, lambda: [n for n, _ in self._list(of.client, of.ino)])
@@ -60,18 +61,18 @@ class MetadataCalls(SyscallsBase):
         if self.machine.is_real(p):
             return _real.listdir(os.fsencode(p) if is_bytes else p)
 
-        def work() -> list:
+        def work() -> list[Any]:
             r = self.vfs.resolve(p, reval=self._reval)
             return [os.fsencode(n) if is_bytes else n for n, _ in self._list(r.client, r.ino)]
 
         return self._op("listdir", p, path, work)
 
-    def _list(self, client: Any, ino: int) -> list[tuple[str, int]]:
+    def _list(self, client: Client, ino: int) -> list[tuple[str, int]]:
         if client.server.kinds.get(ino) != DIR:
             raise fs_error(errno.ENOTDIR)
         return client.listdir(ino)
 
-    def scandir(self, path: Any = ".") -> ScandirIterator:
+    def scandir(self, path: Any = ".") -> ScandirIterator | os._ScandirIterator[Any]:  # of str or bytes, as path
         if isinstance(path, int):
             of = self._fd(path)
             entries = self._op("listdir", of.path, None, lambda: self._list(of.client, of.ino))
@@ -81,7 +82,7 @@ class MetadataCalls(SyscallsBase):
             return _real.scandir(os.fsencode(p) if is_bytes else p)
         shown = os.fspath(path)
 
-        def work() -> tuple[list, dict]:
+        def work() -> tuple[list[tuple[str, int]], dict[int, str]]:
             r = self.vfs.resolve(p, reval=self._reval)
             return self._list(r.client, r.ino), r.client.server.kinds
 
@@ -91,7 +92,7 @@ class MetadataCalls(SyscallsBase):
     def readlink(self, path: Any, *, dir_fd: int | None = None) -> Any:
         p, is_bytes = self._abs(path, dir_fd)
         if self.machine.is_real(p):
-            return _real.readlink(os.fsencode(p) if is_bytes else p)
+            return _real.readlink(os.fsencode(p)) if is_bytes else _real.readlink(p)
 
         def work() -> Any:
             r = self.vfs.resolve(p, follow=False, reval=self._reval)

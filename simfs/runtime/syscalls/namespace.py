@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...fs.inode import fs_error
 from ...fs.vfs import ResolvedParent
@@ -14,8 +14,12 @@ from .base import SyscallsBase
 
 
 class NamespaceCalls(SyscallsBase):
+    if TYPE_CHECKING:  # in FileCalls, next to it in Syscalls
+        def ftruncate(self, fd: int, length: int) -> None: ...
+
     # -- namespace ---------------------------------------------------------------------------
-    def _in_parent(self, name: str, path: Any, dir_fd: int | None, action: Callable[[ResolvedParent], None]) -> None:
+    def _in_parent(self, name: str, path: Any, dir_fd: int | None,
+                   action: Callable[[ResolvedParent], object]) -> None:
         """An operation on a name in its directory (mkdir, rmdir, unlink)."""
         p, _ = self._abs(path, dir_fd)
         if self.machine.is_real(p):
