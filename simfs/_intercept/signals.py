@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import BypassError
@@ -77,8 +78,10 @@ def _refuse(name: str) -> Any:
     return sim
 
 
-SIMULATED = {"signal": _signal, "getsignal": _getsignal, "raise_signal": _raise_signal,
-             "pthread_kill": _pthread_kill, "siginterrupt": lambda task, signum, flag: None}
+SIMULATED: dict[str, Callable[..., Any]] = {
+    "signal": _signal, "getsignal": _getsignal, "raise_signal": _raise_signal,
+    "pthread_kill": _pthread_kill, "siginterrupt": lambda task, signum, flag: None,
+}
 
 
 def install() -> None:
