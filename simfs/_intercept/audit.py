@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from ..errors import BypassError
@@ -107,7 +108,7 @@ def _mmap(name: str, args: tuple[Any, ...]) -> None:
 
 def _importing() -> bool:
     """True while a module is being imported (importlib's frames are on the stack)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_filename == "<frozen importlib._bootstrap>":
             return True

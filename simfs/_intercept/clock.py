@@ -6,17 +6,21 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..runtime.scheduler import Task
 from .registry import current, patch, patch_function
+
+if TYPE_CHECKING:
+    from ..runtime.machine import Machine
 
 _MAX_SLEEP = (2**63 - 1) / 1e9
 _SLEEP_ZERO = 1e-6  # sleep(0) still lets virtual time move, so spin loops terminate
 
 
-def _machine(task: Task) -> Any:
-    return task.context.sys.machine
+def _machine(task: Task) -> Machine:
+    machine: Machine = task.context.sys.machine  # the rank's Process (opaque to the scheduler)
+    return machine
 
 
 def _wall(task: Task) -> float:
@@ -48,12 +52,15 @@ def _struct(fn: Any) -> Any:
 
 def _strftime(real: Any) -> Any:
     def sim(task: Task, fmt: str, t: Any = None) -> str:
-        return real(fmt, time.localtime(_wall(task)) if t is None else t)
+        text: str = real(fmt, time.localtime(_wall(task)) if t is None else t)
+        return text
     return sim
 
 
 class _RealInstances(type):
     """isinstance/issubclass against the stand-in class answer as for the real one."""
+
+    __real__: type  # set by each class made with it
 
     def __instancecheck__(cls, obj: object) -> bool:
         return isinstance(obj, cls.__real__)
@@ -71,25 +78,26 @@ class SimDatetime(_RealDatetime, metaclass=_RealInstances):
 
     __real__ = _RealDatetime
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> dt.datetime:  # instances stay real datetimes
+    # instances stay real datetimes: __new__ and the constructors return the real class's
+    def __new__(cls, *args: Any, **kwargs: Any) -> dt.datetime:  # type: ignore[misc]
         return _RealDatetime(*args, **kwargs)
 
     @classmethod
-    def now(cls, tz: Any = None) -> dt.datetime:
+    def now(cls, tz: Any = None) -> dt.datetime:  # type: ignore[override]  # a real datetime
         task = current()
         if task is None:
             return _RealDatetime.now(tz)
         return _RealDatetime.fromtimestamp(_wall(task), tz)
 
     @classmethod
-    def utcnow(cls) -> dt.datetime:
+    def utcnow(cls) -> dt.datetime:  # type: ignore[override]  # a real datetime
         task = current()
         if task is None:
             return _RealDatetime.now(dt.timezone.utc).replace(tzinfo=None)
         return _RealDatetime.fromtimestamp(_wall(task), dt.timezone.utc).replace(tzinfo=None)
 
     @classmethod
-    def today(cls) -> dt.datetime:
+    def today(cls) -> dt.datetime:  # type: ignore[override]  # a real datetime
         return cls.now()
 
 
@@ -98,11 +106,11 @@ class SimDate(_RealDate, metaclass=_RealInstances):
 
     __real__ = _RealDate
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> dt.date:
+    def __new__(cls, *args: Any, **kwargs: Any) -> dt.date:  # type: ignore[misc]  # instances stay real dates
         return _RealDate(*args, **kwargs)
 
     @classmethod
-    def today(cls) -> dt.date:
+    def today(cls) -> dt.date:  # type: ignore[override]  # a real date
         task = current()
         if task is None:
             return _RealDate.today()

@@ -129,7 +129,8 @@ def _closerange(task: Task, low: int, high: int) -> None:
 
 def _umask(task: Task, mask: int) -> int:
     proc = task.context
-    previous, proc.umask = proc.umask, mask & 0o777
+    previous: int = proc.umask
+    proc.umask = mask & 0o777
     return previous
 
 

@@ -21,15 +21,16 @@ _RANDOM_FUNCTIONS = (
 )
 
 
-class EnvironProxy(MutableMapping):
+class EnvironProxy(MutableMapping[str, str]):
     """os.environ: the rank's own environment inside a rank, the real one elsewhere."""
 
-    def __init__(self, real: Any) -> None:
+    def __init__(self, real: MutableMapping[str, str]) -> None:
         self._real = real
 
-    def _env(self) -> Any:
+    def _env(self) -> MutableMapping[str, str]:
         task = current_task()
-        return self._real if task is None or task.host_calls else task.context.env
+        env: MutableMapping[str, str] = self._real if task is None or task.host_calls else task.context.env
+        return env
 
     def __getitem__(self, key: str) -> str:
         return self._env()[key]
@@ -61,16 +62,17 @@ class EnvironProxy(MutableMapping):
         return getattr(self._real, name)
 
 
-class EnvironbProxy(MutableMapping):
+class EnvironbProxy(MutableMapping[bytes, bytes]):
     """os.environb: the rank's environment as bytes inside a rank (the same environment as
     os.environ, as in a real process), the real one elsewhere."""
 
-    def __init__(self, real: Any) -> None:
+    def __init__(self, real: MutableMapping[bytes, bytes]) -> None:
         self._real = real
 
-    def _env(self) -> Any:
+    def _env(self) -> MutableMapping[str, str] | None:
         task = current_task()
-        return None if task is None or task.host_calls else task.context.env
+        env: MutableMapping[str, str] | None = None if task is None or task.host_calls else task.context.env
+        return env
 
     def __getitem__(self, key: bytes) -> bytes:
         env = self._env()
@@ -133,15 +135,17 @@ def _random_method(name: str) -> Any:
 def _tempname_rng(self: Any) -> random.Random:
     task = current_task()
     if task is not None:
-        return task.context.tempnames
-    return _real_rng.fget(self)
+        rng: random.Random = task.context.tempnames
+        return rng
+    real: random.Random = _real_rng.fget(self)
+    return real
 
 
-_real_rng = tempfile._RandomNameSequence.__dict__["rng"]
+_real_rng = tempfile._RandomNameSequence.__dict__["rng"]  # type: ignore[attr-defined]  # private: its rng property
 
 
 def _gettempdir(task: Task) -> str:
-    env = task.context.env
+    env: dict[str, str] = task.context.env
     for key in ("TMPDIR", "TEMP", "TMP"):
         value = env.get(key)
         if value and os.path.isdir(value):
@@ -171,6 +175,7 @@ def install() -> None:
     for name in _RANDOM_FUNCTIONS:
         if hasattr(random, name):
             patch_function(random, name, _random_method(name))
-    patch(tempfile._RandomNameSequence, "rng", property(_tempname_rng), scan=False)
+    # tempfile's name generator class is private (typeshed omits it)
+    patch(tempfile._RandomNameSequence, "rng", property(_tempname_rng), scan=False)  # type: ignore[attr-defined]
     patch_function(tempfile, "gettempdir", _gettempdir)
     patch_function(tempfile, "gettempdirb", lambda task: os.fsencode(_gettempdir(task)))

@@ -69,7 +69,7 @@ def _rmtree(task: Task, path: Any, ignore_errors: bool = False, onerror: Any = N
 
 
 def _no_sendfile(task: Task, fsrc: Any, fdst: Any) -> None:
-    raise shutil._GiveupOnFastCopy()
+    raise shutil._GiveupOnFastCopy()  # type: ignore[attr-defined]  # private: shutil then copies in Python
 
 
 def _descriptor(fd: Any) -> int:
@@ -78,7 +78,8 @@ def _descriptor(fd: Any) -> int:
 
 def _flock(task: Task, fd: Any, operation: int) -> None:
     if _descriptor(fd) < FD_BASE:
-        return original(fcntl, "flock")(fd, operation)
+        original(fcntl, "flock")(fd, operation)
+        return None
     task.context.sys.lock(fd, operation, posix=False)
     return None
 
@@ -166,7 +167,7 @@ def _faulthandler(name: str) -> Any:
         elif name == "dump_traceback":
             import traceback
 
-            out = args[0] if args else kwargs.get("file", sys.stderr)
+            out: Any = args[0] if args else kwargs.get("file", sys.stderr)  # whatever file the caller passed
             out.write("".join(traceback.format_stack()))
         return None
     return sim

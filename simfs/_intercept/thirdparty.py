@@ -38,12 +38,12 @@ def _install_numpy() -> None:
     try:
         from numpy.lib import _format_impl as fmt
     except ImportError:  # numpy < 2
-        from numpy.lib import format as fmt
+        from numpy.lib import format as fmt  # type: ignore[no-redef]  # the same module, older name
     patch_function(fmt, "isfileobj", lambda task, f: False)
     try:  # np.savetxt/loadtxt/genfromtxt open files through a table that holds io.open
         from numpy.lib import _datasource
 
-        openers = _datasource._file_openers
+        openers = _datasource._file_openers  # type: ignore[attr-defined]  # private (AttributeError below)
         openers._load()
         openers._file_openers[None] = builtins.open
     except (ImportError, AttributeError):

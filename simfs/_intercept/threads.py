@@ -11,7 +11,7 @@ import queue
 import threading
 from typing import Any
 
-from ..runtime.scheduler import DONE, Task
+from ..runtime.scheduler import DONE, Scheduler, Task
 from ..runtime.waitqueue import WaitQueue
 from .registry import current, original, patch, patch_function
 
@@ -19,8 +19,9 @@ _FAKE_IDENT = 1 << 40
 _real_lock = _thread.allocate_lock
 
 
-def _sched(task: Task) -> Any:
-    return task.context.sys.machine.sched
+def _sched(task: Task) -> Scheduler:
+    sched: Scheduler = task.context.sys.machine.sched  # the rank's Process (opaque to the scheduler)
+    return sched
 
 
 class SimLock:
@@ -85,16 +86,17 @@ def _new_lock(task: Task) -> SimLock:
 
 
 def _new_rlock(task: Task, *args: Any, **kwargs: Any) -> Any:
-    return threading._PyRLock()
+    return threading._PyRLock()  # type: ignore[attr-defined]  # private: the pure-Python RLock, on our Lock
 
 
 def _stand_in(task: Task) -> threading.Thread:
     """The Thread object a rank's main task sees as current (and as main) thread."""
     if task.owner is None:
         thread = threading.Thread(name="MainThread", daemon=False)
-        thread._ident = ident_of(task)
+        thread._ident = ident_of(task)  # type: ignore[attr-defined]  # Thread's private state
         task.owner = thread
-    return task.owner
+    owner: threading.Thread = task.owner
+    return owner
 
 
 def _current_thread(task: Task) -> threading.Thread:
@@ -112,18 +114,20 @@ def _get_ident(task: Task) -> int:
 def _start(self: threading.Thread) -> None:
     task = current()
     if task is None:
-        return original(threading.Thread, "start")(self)
-    if self._started.is_set():
+        original(threading.Thread, "start")(self)
+        return None
+    started: threading.Event = self._started  # type: ignore[attr-defined]  # Thread's private state
+    if started.is_set():
         raise RuntimeError("threads can only be started once")
     child = _sched(task).spawn(lambda: _thread_main(self), task.rank, task.context, f"rank{task.rank}/{self.name}",
                                is_main=False, gr_context=contextvars.copy_context())
     child.owner = self
     child.daemon = self.daemon
-    self._simfs_task = child
-    self._ident = ident_of(child)
+    self._simfs_task = child  # type: ignore[attr-defined]  # ours: the thread's task, for join and is_alive
+    self._ident = ident_of(child)  # type: ignore[attr-defined]  # Thread's private state, as start() sets it
     if hasattr(self, "_native_id"):
-        self._native_id = self._ident
-    self._started.set()
+        self._native_id = self._ident  # type: ignore[attr-defined]  # (its _ident, set just above)
+    started.set()
     return None
 
 
@@ -157,7 +161,8 @@ def _join(self: threading.Thread, timeout: float | None = None) -> None:
     child: Task | None = getattr(self, "_simfs_task", None)
     task = current()
     if child is None:
-        return original(threading.Thread, "join")(self, timeout)
+        original(threading.Thread, "join")(self, timeout)
+        return None
     if task is None:
         return None  # a simulated thread joined from outside: its run is over (or it never ends)
     if child is task:
@@ -175,7 +180,8 @@ def _join(self: threading.Thread, timeout: float | None = None) -> None:
 def _is_alive(self: threading.Thread) -> bool:
     child: Task | None = getattr(self, "_simfs_task", None)
     if child is None:
-        return original(threading.Thread, "is_alive")(self)
+        alive: bool = original(threading.Thread, "is_alive")(self)
+        return alive
     return child.state != DONE
 
 
@@ -188,12 +194,12 @@ class _Local(threading.local):
         return super().__new__(cls, *args, **kwargs)
 
 
-class _SimpleQueue(queue.SimpleQueue):
+class _SimpleQueue(queue.SimpleQueue[Any]):
     """queue.SimpleQueue made inside a rank waits cooperatively."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         if current() is not None and cls is _SimpleQueue:
-            return queue._PySimpleQueue()
+            return queue._PySimpleQueue()  # type: ignore[attr-defined]  # private: pure Python, on our locks
         return super().__new__(cls)
 
 

@@ -20,18 +20,20 @@ def _api(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _world(task: Task) -> DistWorld:
-    return task.context.dist
+    world: DistWorld = task.context.dist  # the rank's Process (opaque to the scheduler)
+    return world
 
 
 def _rank(task: Task) -> int:
-    return task.context.rank
+    rank: int = task.context.rank
+    return rank
 
 
 def _done(async_op: bool) -> Work | None:
     return Work() if async_op else None
 
 
-def _group_rank(task: Task, group: Any, group_rank: Any, global_rank: Any) -> int:
+def _group_rank(task: Task, group: Any, group_rank: int | None, global_rank: Any) -> int:
     """Translate ``group_src``/``group_dst`` (group ranks) or ``src``/``dst`` (global ranks)."""
     g = _world(task).group(group, _rank(task))
     if group_rank is not None:
@@ -43,7 +45,8 @@ def _group_rank(task: Task, group: Any, group_rank: Any, global_rank: Any) -> in
 
 
 def _tensor_bytes(tensor: Any) -> int:
-    return tensor.numel() * tensor.element_size()
+    nbytes: int = tensor.numel() * tensor.element_size()
+    return nbytes
 
 
 @_api
@@ -125,7 +128,7 @@ def monitored_barrier(task: Task, group: Any = None, timeout: Any = None, wait_a
 
 
 @_api
-def broadcast_object_list(task: Task, object_list: list, src: int | None = None, group: Any = None,
+def broadcast_object_list(task: Task, object_list: list[Any], src: int | None = None, group: Any = None,
                           device: Any = None, group_src: int | None = None) -> None:
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_src, 0 if src is None and group_src is None else src)
@@ -137,7 +140,7 @@ def broadcast_object_list(task: Task, object_list: list, src: int | None = None,
 
 
 @_api
-def all_gather_object(task: Task, object_list: list, obj: Any, group: Any = None) -> None:
+def all_gather_object(task: Task, object_list: list[Any], obj: Any, group: Any = None) -> None:
     copy, size = copy_object(obj)
     everyone = _world(task).collective(_rank(task), group, "all_gather_object", copy, nbytes=size)
     for i, item in enumerate(everyone):
@@ -145,7 +148,7 @@ def all_gather_object(task: Task, object_list: list, obj: Any, group: Any = None
 
 
 @_api
-def gather_object(task: Task, obj: Any, object_gather_list: list | None = None, dst: int | None = None,
+def gather_object(task: Task, obj: Any, object_gather_list: list[Any] | None = None, dst: int | None = None,
                   group: Any = None, group_dst: int | None = None) -> None:
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_dst, 0 if dst is None and group_dst is None else dst)
@@ -159,8 +162,9 @@ def gather_object(task: Task, obj: Any, object_gather_list: list | None = None, 
 
 
 @_api
-def scatter_object_list(task: Task, scatter_object_output_list: list, scatter_object_input_list: list | None = None,
-                        src: int | None = None, group: Any = None, group_src: int | None = None) -> None:
+def scatter_object_list(task: Task, scatter_object_output_list: list[Any],
+                        scatter_object_input_list: list[Any] | None = None, src: int | None = None,
+                        group: Any = None, group_src: int | None = None) -> None:
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_src, 0 if src is None and group_src is None else src)
     payload = list(scatter_object_input_list) if me == root and scatter_object_input_list is not None else None
@@ -231,7 +235,8 @@ def reduce(task: Task, tensor: Any, dst: int | None = None, op: Any = None, grou
 
 
 @_api
-def all_gather(task: Task, tensor_list: list, tensor: Any, group: Any = None, async_op: bool = False) -> Work | None:
+def all_gather(task: Task, tensor_list: list[Any], tensor: Any, group: Any = None,
+               async_op: bool = False) -> Work | None:
     everyone = _world(task).collective(_rank(task), group, "all_gather", tensor.detach().clone(),
                                        nbytes=_tensor_bytes(tensor))
     for out, item in zip(tensor_list, everyone):
@@ -262,7 +267,7 @@ def reduce_scatter_tensor(task: Task, output: Any, input: Any, op: Any = None, g
 
 
 @_api
-def gather(task: Task, tensor: Any, gather_list: list | None = None, dst: int | None = None, group: Any = None,
+def gather(task: Task, tensor: Any, gather_list: list[Any] | None = None, dst: int | None = None, group: Any = None,
            async_op: bool = False, group_dst: int | None = None) -> Work | None:
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_dst, 0 if dst is None and group_dst is None else dst)
@@ -277,7 +282,7 @@ def gather(task: Task, tensor: Any, gather_list: list | None = None, dst: int | 
 
 
 @_api
-def scatter(task: Task, tensor: Any, scatter_list: list | None = None, src: int | None = None, group: Any = None,
+def scatter(task: Task, tensor: Any, scatter_list: list[Any] | None = None, src: int | None = None, group: Any = None,
             async_op: bool = False, group_src: int | None = None) -> Work | None:
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_src, 0 if src is None and group_src is None else src)
