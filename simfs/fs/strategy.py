@@ -30,15 +30,15 @@ class Client(Protocol):
 
     server: Server
     profile: Profile
-
-    @property
-    def peers(self) -> _Peers[Self]: ...  # the mount's, which takes this very client back
     attrs: AttrCache
     dentries: DentryCache
     dirty: dict[int, DirtyFile]
     pending_create: dict[int, tuple[int, str]]
     opens: dict[int, int]
     clock: Callable[[], float]
+
+    @property
+    def peers(self) -> _Peers[Self]: ...  # the mount's, which takes this very client back
 
     def rpc(self, nbytes: int = 0) -> None: ...
     def local(self) -> None: ...

@@ -18,6 +18,7 @@ from ..clock import VirtualClock
 from .waitqueue import WaitQueue
 
 READY, BLOCKED, DONE = "ready", "blocked", "done"
+_FOREVER = 1e15  # a timeout this long (or infinite) is no timeout: the run's time limit comes first
 
 
 class Greenlet(Protocol):
@@ -30,8 +31,6 @@ class Greenlet(Protocol):
     def gr_frame(self) -> FrameType | None: ...
 
     def switch(self, *args: Any, **kwargs: Any) -> Any: ...
-
-_FOREVER = 1e15  # a timeout this long (or infinite) is no timeout: the run's time limit comes first
 
 
 class Task:
