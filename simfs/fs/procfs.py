@@ -43,8 +43,12 @@ class ProcFs:
             self.remove(pid)
         self.boots += 1
         self.boot_time = self.clock()
-        boot_id = str(uuid.UUID(int=(self.node << 64) | self.boots))
-        self._write("sys/kernel/random/boot_id", boot_id + "\n")
+        self._write("sys/kernel/random/boot_id", self.boot_id + "\n")
+
+    @property
+    def boot_id(self) -> str:
+        """/proc/sys/kernel/random/boot_id of the node's current boot (without the newline)."""
+        return str(uuid.UUID(int=(self.node << 64) | self.boots))
 
     def add(self, pid: int, ppid: int, argv: list[str], env: dict[str, str]) -> None:
         """A process started on this node."""
