@@ -140,7 +140,7 @@ def test_overlapping_writes_are_trimmed() -> None:
 
 def test_a_deleted_files_unsynced_data_and_durable_copy_are_dropped() -> None:
     server = new_server()
-    for round_ in range(50):
+    for _ in range(50):
         ino, _, _ = server.create(ROOT, "tmp", 0o644, False)
         server.write(ino, 0, b"x" * 100_000)
         server.commit(ino)
@@ -158,7 +158,7 @@ def test_syncing_everything_makes_the_durable_image_the_live_one(ops) -> None:
     server = new_server()
     apply(server, ops)
     live = image_of(server)
-    for name, ino in server.readdir(ROOT):
+    for _name, ino in server.readdir(ROOT):
         server.commit(ino)
     server.sync_dir(ROOT)
     server.crash(simfs.ReplayChoices([]))

@@ -49,7 +49,7 @@ class RankStream(io.TextIOBase):
         return False
 
     def write(self, text: str) -> int:
-        self._checkClosed()  # type: ignore[attr-defined]
+        self._checkClosed()
         if self._fd == 0:
             raise io.UnsupportedOperation("not writable")
         self._console.check(self._fd)
@@ -58,16 +58,16 @@ class RankStream(io.TextIOBase):
         return self._host.write(text)  # type: ignore[no-any-return]
 
     def flush(self) -> None:
-        self._checkClosed()  # type: ignore[attr-defined]
+        self._checkClosed()
         if self._host is not None and self._fd != 0:
             self._host.flush()
 
     def read(self, size: int | None = -1) -> str:
-        self._checkClosed()  # type: ignore[attr-defined]
+        self._checkClosed()
         return ""
 
-    def readline(self, size: int | None = -1) -> str:
-        self._checkClosed()  # type: ignore[attr-defined]
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]  # text, as TextIOBase's
+        self._checkClosed()
         return ""
 
     def __repr__(self) -> str:
