@@ -123,7 +123,7 @@ class _Mmap(mmap.mmap):
         return super().__new__(cls, *args, **kwargs)
 
 
-def _popen_init(self: subprocess.Popen, *args: Any, **kwargs: Any) -> None:  # type: ignore[type-arg]
+def _popen_init(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
     """subprocess.Popen refuses inside a rank (however it was imported), before it makes any
     pipe: a real child process would read and write the real disk."""
     from .registry import current
@@ -183,7 +183,7 @@ def _is_real_stream(stream: Any) -> bool:
     return isinstance(fd, int) and 3 <= fd < FD_BASE
 
 
-def _emit(task: Task, handler: logging.StreamHandler, record: logging.LogRecord) -> None:  # type: ignore[type-arg]
+def _emit(task: Task, handler: logging.StreamHandler[Any], record: logging.LogRecord) -> None:
     """logging inside a rank: a FileHandler the host configured writes the rank's records to the
     same path on the rank's simulated machine (as a process that inherited the configuration
     would); a handler holding another real file of the host is refused."""

@@ -12,7 +12,7 @@ from typing import Protocol
 from ..profiles import Profile
 from .attrcache import AttrCache
 from .dentries import MISS, DentryCache
-from .inode import FILE, Attr, fs_error
+from .inode import FILE, Attr, Change, fs_error
 from .server import Server
 from .strategy import Strategy
 from .writeback import DirtyFile, Unstable
@@ -180,7 +180,7 @@ class Client:
         if self.profile.eexist_drops_entry or exc.errno != errno.EEXIST:
             self.forget_entry(dir_ino, name)
 
-    def _make(self, dir_ino: int, name: str, request: Callable[[], tuple[int, object]]) -> int:
+    def _make(self, dir_ino: int, name: str, request: Callable[[], tuple[int, Change]]) -> int:
         """A request that makes a new name (MKDIR, SYMLINK), and what the cache learns from it."""
         self.rpc()
         try:
@@ -188,7 +188,7 @@ class Client:
         except OSError as exc:
             self.failed_create(dir_ino, name, exc)
             raise
-        self.attrs.after_change(change)  # type: ignore[arg-type]
+        self.attrs.after_change(change)
         self.dentries.put(dir_ino, name, ino)
         return ino
 

@@ -35,7 +35,7 @@ class HostGuard:
         self.timeout = socket.getdefaulttimeout()
         self.int_digits = sys.get_int_max_str_digits()
         self.dlopen = sys.getdlopenflags()
-        self.thread_hooks = (threading._trace_hook, threading._profile_hook)  # type: ignore[attr-defined]
+        self.thread_hooks = (threading._trace_hook, threading._profile_hook)  # type: ignore[attr-defined]  # private
         self.namespaces = [(vars(module), dict(vars(module))) for module in (builtins, io)]
         self.modules = dict(sys.modules)
         self.random = random._inst.getstate()
@@ -49,7 +49,7 @@ class HostGuard:
         sys.setrecursionlimit(self.recursion)
         sys.set_int_max_str_digits(self.int_digits)
         sys.setdlopenflags(self.dlopen)
-        threading._trace_hook, threading._profile_hook = self.thread_hooks  # type: ignore[attr-defined]
+        threading._trace_hook, threading._profile_hook = self.thread_hooks  # type: ignore[attr-defined]  # private
         if random._inst.getstate() != self.random:
             random._inst.setstate(self.random)
         sys.setswitchinterval(self.switch)
@@ -57,7 +57,7 @@ class HostGuard:
         sys.dont_write_bytecode = self.bytecode
         if warnings.filters != self.filters:
             warnings.filters[:] = self.filters  # type: ignore[index]  # a list (typeshed says Sequence)
-            warnings._filters_mutated()  # type: ignore[attr-defined]
+            warnings._filters_mutated()  # type: ignore[attr-defined]  # private
         socket.setdefaulttimeout(self.timeout)
         logging.root.manager.disable = self.logging_disable
         known = set()
@@ -69,7 +69,7 @@ class HostGuard:
         for lg in _loggers():
             if id(lg) not in known:
                 lg.handlers.clear()  # a logger made during the run: its handlers were rank code's
-        logging.Logger.manager._clear_cache()  # type: ignore[attr-defined]
+        logging.Logger.manager._clear_cache()  # type: ignore[attr-defined]  # private
 
     def _restore_namespaces(self) -> None:
         """builtins, io and sys.modules as they were (modules imported during the run stay: an
