@@ -136,4 +136,7 @@ def install() -> None:
             found = False
         if found:
             _done.add(module)
-            installer()
+            try:
+                installer()
+            except ImportError:  # a library it needs is blocked or broken (sys.modules[name] = None)
+                _done.discard(module)

@@ -335,15 +335,20 @@ class _CopyOnWrite:
         self._own[ino] = node
 
     def fingerprint(self) -> Fingerprint:
-        """What differs from the base image (equal fingerprints: equal images)."""
+        """The image as its root reaches it (equal fingerprints: equal images; an inode a crash
+        state made but no durable name reaches does not count)."""
         out: list[tuple[int, tuple[tuple[str, int], ...] | bytes | str]] = []
-        for ino, node in sorted(self._own.items()):
-            value = (tuple(sorted(node.entries.items())) if node.entries is not None
-                     else node.data.tobytes() if node.data is not None else node.target)
-            base = self._base.get(ino)
-            base_value = None if base is None else (
-                tuple(sorted(base.entries.items())) if base.entries is not None
-                else base.data.tobytes() if base.data is not None else base.target)
-            if value != base_value:
-                out.append((ino, value))
-        return tuple(out)
+        stack, seen = [ROOT], set()
+        while stack:
+            ino = stack.pop()
+            node = self._own.get(ino) or self._base.get(ino)
+            if node is None or ino in seen:
+                continue
+            seen.add(ino)
+            if node.entries is not None:
+                entries = tuple(sorted(node.entries.items()))
+                out.append((ino, entries))
+                stack.extend(child for _, child in entries)
+            else:
+                out.append((ino, node.data.tobytes() if node.data is not None else node.target))
+        return tuple(sorted(out))
