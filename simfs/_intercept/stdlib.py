@@ -11,6 +11,7 @@ import fcntl
 import importlib
 import logging
 import mmap
+import multiprocessing.process
 import os
 import shutil
 import socket
@@ -215,6 +216,9 @@ def install() -> None:
     patch_function(socket.socket, "__init__", _no_socket)
     for name in ("socketpair", "fromfd", "create_connection", "create_server"):
         patch_function(socket, name, _no_socket)
+    patch_function(multiprocessing.process.BaseProcess, "start",
+                   _refuse("multiprocessing.Process.start", "a real child process would read and write the real disk",
+                           "use threads, or run the work in the job's own process"))
     patch_function(_posixshmem, "shm_open", _refuse("shm_open", "it creates real shared memory in /dev/shm"))
     patch_function(_posixshmem, "shm_unlink", _refuse("shm_unlink", "it removes real shared memory"))
     patch_function(_posixsubprocess, "fork_exec", _refuse("_posixsubprocess.fork_exec",
