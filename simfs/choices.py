@@ -7,6 +7,8 @@ import hashlib
 import random
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .errors import ConfigError
+
 if TYPE_CHECKING:
     from hypothesis.strategies import DataObject
 
@@ -116,7 +118,7 @@ def as_choice_source(choices: Any) -> ChoiceSource:
         return choices
     if hasattr(choices, "draw"):
         return HypothesisChoices(choices)
-    raise TypeError(f"choices must be a ChoiceSource or a Hypothesis data object, got {type(choices).__name__}")
+    raise ConfigError(f"choices must be a ChoiceSource or a Hypothesis data object, got {type(choices).__name__}")
 
 
 def derive_seed(seed: int, *parts: object) -> int:

@@ -7,28 +7,33 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .checks import MAX_SECONDS
+from .errors import ConfigError
+
 
 def parse_on(on: str | None) -> tuple[str, str] | None:
     """``"rename"`` or ``"rename:/shared/ckpt/*"`` -> (op glob, path glob)."""
     if on is None:
         return None
     if not isinstance(on, str) or not on:
-        raise ValueError(f"on= must be 'op' or 'op:path-glob', got {on!r}")
+        raise ConfigError(f"on= must be 'op' or 'op:path-glob', got {on!r}")
     op, _, path = on.partition(":")
     return (op or "*"), (path or "*")
 
 
 def _non_negative(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value) and value >= 0
+    """A finite duration in virtual seconds, at most a century (inf would stop the clock)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and 0 <= value <= MAX_SECONDS)
 
 
 def _check_trigger(kind: str, after_ops: int | None, at_time: float | None, on: str | None) -> None:
     if after_ops is None and at_time is None and on is None:
-        raise ValueError(f"{kind} needs a trigger: after_ops=, at_time= or on=")
+        raise ConfigError(f"{kind} needs a trigger: after_ops=, at_time= or on=")
     if after_ops is not None and (not isinstance(after_ops, int) or after_ops < 0):
-        raise ValueError(f"{kind}: after_ops must be a non-negative int, got {after_ops!r}")
+        raise ConfigError(f"{kind}: after_ops must be a non-negative int, got {after_ops!r}")
     if at_time is not None and not _non_negative(at_time):
-        raise ValueError(f"{kind}: at_time must be a non-negative number, got {at_time!r}")
+        raise ConfigError(f"{kind}: at_time must be a finite number in [0, {MAX_SECONDS:g}] seconds, got {at_time!r}")
     parse_on(on)
 
 
@@ -90,11 +95,11 @@ class InjectErrno:
 
     def __post_init__(self) -> None:
         if not hasattr(errno, self.name) or not self.name.startswith("E"):
-            raise ValueError(f"InjectErrno: unknown errno name {self.name!r} (e.g. 'ENOSPC', 'EIO')")
+            raise ConfigError(f"InjectErrno: unknown errno name {self.name!r} (e.g. 'ENOSPC', 'EIO')")
         if not 0 <= self.probability <= 1:
-            raise ValueError(f"InjectErrno: probability must be in [0, 1], got {self.probability}")
+            raise ConfigError(f"InjectErrno: probability must be in [0, 1], got {self.probability}")
         if self.count is not None and self.count < 0:
-            raise ValueError(f"InjectErrno: count must be >= 0, got {self.count}")
+            raise ConfigError(f"InjectErrno: count must be >= 0, got {self.count}")
         if self.ranks is not None:
             object.__setattr__(self, "ranks", tuple(self.ranks))
 
@@ -113,7 +118,8 @@ class SlowRank:
 
     def __post_init__(self) -> None:
         if not _non_negative(self.delay):
-            raise ValueError(f"SlowRank: delay must be a non-negative number, got {self.delay!r}")
+            raise ConfigError(f"SlowRank: delay must be a finite number of seconds in [0, {MAX_SECONDS:g}], "
+                              f"got {self.delay!r}")
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,8 @@ class SlowOps:
 
     def __post_init__(self) -> None:
         if not _non_negative(self.delay):
-            raise ValueError(f"SlowOps: delay must be a non-negative number, got {self.delay!r}")
+            raise ConfigError(f"SlowOps: delay must be a finite number of seconds in [0, {MAX_SECONDS:g}], "
+                              f"got {self.delay!r}")
         if self.ranks is not None:
             object.__setattr__(self, "ranks", tuple(self.ranks))
 
@@ -148,5 +155,5 @@ def fault_from_dict(data: dict[str, Any]) -> Fault:
     data = dict(data)
     kind = data.pop("type", None)
     if kind not in FAULT_TYPES:
-        raise ValueError(f"unknown fault type {kind!r}; known: {sorted(FAULT_TYPES)}")
+        raise ConfigError(f"unknown fault type {kind!r}; known: {sorted(FAULT_TYPES)}")
     return FAULT_TYPES[kind](**data)

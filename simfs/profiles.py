@@ -149,11 +149,16 @@ class Profile:
             _check_field(f, getattr(self, f.name), self.name)
         for lo, hi in (("acregmin", "acregmax"), ("acdirmin", "acdirmax")):
             if getattr(self, lo) > getattr(self, hi):
-                raise ValueError(f"profile {self.name!r}: {lo}={getattr(self, lo)} exceeds {hi}={getattr(self, hi)}")
-        if self.bandwidth <= 0:
-            raise ValueError(f"profile {self.name!r}: bandwidth must be positive, got {self.bandwidth}")
+                raise ConfigError(f"profile {self.name!r}: {lo}={getattr(self, lo)} exceeds {hi}={getattr(self, hi)}")
+        if not 1 <= self.bandwidth <= 1e15:
+            raise ConfigError(f"profile {self.name!r}: bandwidth must be a number in [1, 1e15] bytes/s, "
+                              f"got {self.bandwidth}")
+        for name in ("rpc_latency", "local_latency", "mtime_granularity"):
+            if getattr(self, name) > 3600:
+                raise ConfigError(f"profile {self.name!r}: {name} must be at most 3600 seconds, "
+                                  f"got {getattr(self, name)}")
         if not 0 <= self.jitter < 1:
-            raise ValueError(f"profile {self.name!r}: jitter must be in [0, 1), got {self.jitter}")
+            raise ConfigError(f"profile {self.name!r}: jitter must be in [0, 1), got {self.jitter}")
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -175,7 +180,7 @@ class Profile:
         sources are merged into the kept ones."""
         unknown = sorted(set(params) - {f.name for f in fields(self)})
         if unknown:
-            raise TypeError(f"unknown profile parameter(s) {unknown}; known: {param_names()}")
+            raise ConfigError(f"unknown profile parameter(s) {unknown}; known: {param_names()}")
         given = params.pop("sources", None)
         sources = {k: v for k, v in self.sources.items() if k not in params or params[k] == getattr(self, k)}
         if given:
@@ -190,7 +195,7 @@ class Profile:
     def from_dict(cls, data: dict[str, Any], *, source: str = "<dict>") -> Profile:
         unknown = sorted(set(data) - {f.name for f in fields(cls)})
         if unknown:
-            raise ValueError(f"{source}: unknown profile parameter(s) {unknown}; known: {param_names()}")
+            raise ConfigError(f"{source}: unknown profile parameter(s) {unknown}; known: {param_names()}")
         values = dict(data)
         for f in fields(cls):
             value = values.get(f.name)
@@ -199,7 +204,7 @@ class Profile:
         try:
             return cls(**values)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{source}: {exc}") from None
+            raise ConfigError(f"{source}: {exc}") from None
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write this profile as TOML: one flat table of parameters, then a ``[sources]`` table."""
@@ -220,7 +225,7 @@ class Profile:
             try:
                 data = tomllib.load(f)
             except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"{os.fspath(path)}: not valid TOML: {exc}") from None
+                raise ConfigError(f"{os.fspath(path)}: not valid TOML: {exc}") from None
         if "profile" in data and isinstance(data["profile"], dict) and len(data) == 1:
             data = data["profile"]
         if not data:
@@ -249,34 +254,34 @@ def describe(name: str) -> str:
     for f in fields(Profile):
         if f.name == name:
             return str(f.metadata.get("doc", ""))
-    raise ValueError(f"unknown profile parameter {name!r}; known: {param_names()}")
+    raise ConfigError(f"unknown profile parameter {name!r}; known: {param_names()}")
 
 
 def _check_field(f: dataclasses.Field[Any], value: Any, profile: str) -> None:
     where = f"profile {profile!r}: parameter {f.name}"
     if f.name == "sources":
         if not isinstance(value, Mapping):
-            raise TypeError(f"{where} must be a mapping of parameter name to text, got {value!r}")
+            raise ConfigError(f"{where} must be a mapping of parameter name to text, got {value!r}")
         known = set(param_names())
         for key, text in value.items():
             if key not in known:
-                raise ValueError(f"{where}: {key!r} is not a parameter; known: {sorted(known)}")
+                raise ConfigError(f"{where}: {key!r} is not a parameter; known: {sorted(known)}")
             if not isinstance(text, str):
-                raise TypeError(f"{where}: the source of {key} must be a string, got {text!r}")
+                raise ConfigError(f"{where}: the source of {key} must be a string, got {text!r}")
     elif f.name in _CHOICES:
         if value not in _CHOICES[f.name]:
-            raise ValueError(f"{where} must be one of {list(_CHOICES[f.name])}, got {value!r}")
+            raise ConfigError(f"{where} must be one of {list(_CHOICES[f.name])}, got {value!r}")
     elif f.type == "bool":
         if not isinstance(value, bool):
-            raise TypeError(f"{where} must be a bool, got {value!r}")
+            raise ConfigError(f"{where} must be a bool, got {value!r}")
     elif f.type == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
-            raise TypeError(f"{where} must be a non-negative number, got {value!r}")
+            raise ConfigError(f"{where} must be a non-negative number, got {value!r}")
     elif f.type == "int":
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise TypeError(f"{where} must be a non-negative integer, got {value!r}")
+            raise ConfigError(f"{where} must be a non-negative integer, got {value!r}")
     elif f.type == "str" and not isinstance(value, str):
-        raise TypeError(f"{where} must be a string, got {value!r}")
+        raise ConfigError(f"{where} must be a string, got {value!r}")
 
 
 def _toml_value(value: Any) -> str:
@@ -566,7 +571,7 @@ def get(name: str | Profile) -> Profile:
     try:
         return _BUILTIN[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown profile {name!r}; built-in profiles: {names()}") from None
+        raise ConfigError(f"unknown profile {name!r}; built-in profiles: {names()}") from None
 
 
 def names() -> list[str]:

@@ -34,6 +34,7 @@ ENUMS = {
 BOOLS = ("lookup_tied_to_parent", "eexist_drops_entry", "cto", "dir_rename", "silly_rename", "on_node")
 TTL_PAIRS = (("acregmin", "acregmax"), ("acdirmin", "acdirmax"))
 NUMBERS = ("positive_ttl", "negative_ttl", "mtime_granularity", "capacity", "rpc_latency", "local_latency")
+BOUNDED = {"mtime_granularity": 3600.0, "rpc_latency": 3600.0, "local_latency": 3600.0}  # seconds, at most
 STRINGS = ("name", "notes")
 
 non_negative = st.one_of(st.floats(min_value=0.0, allow_nan=False), st.integers(0, 10**6))
@@ -51,9 +52,9 @@ def valid_params(draw, text=st.text()):
     for key in BOOLS:
         params[key] = draw(st.booleans())
     for key in NUMBERS:
-        params[key] = draw(non_negative)
+        params[key] = draw(st.floats(0.0, BOUNDED[key]) if key in BOUNDED else non_negative)
     params["torn_sector"] = draw(st.integers(0, 2**63 - 1))
-    params["bandwidth"] = draw(positive)
+    params["bandwidth"] = draw(st.one_of(st.floats(1.0, 1e15), st.integers(1, 10**15)))
     params["jitter"] = draw(st.floats(min_value=0.0, max_value=1.0, exclude_max=True))
     for key in STRINGS:
         params[key] = draw(text)
@@ -314,7 +315,9 @@ def test_nan_is_refused(key):
         Profile(**{key: math.nan})
 
 
-@pytest.mark.parametrize("kwargs", [{"bandwidth": 0.0}, {"jitter": 1.0}, {"jitter": 1.5}])
+@pytest.mark.parametrize("kwargs", [{"bandwidth": 0.0}, {"bandwidth": 1e-300}, {"bandwidth": 1e16},
+                                    {"jitter": 1.0}, {"jitter": 1.5}, {"rpc_latency": 1e300},
+                                    {"local_latency": 3601.0}, {"mtime_granularity": math.inf}])
 def test_out_of_range(kwargs):
     (key,) = kwargs
     with pytest.raises(ValueError, match=key):

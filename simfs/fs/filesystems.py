@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from ..choices import ChoiceSource
 from ..clock import VirtualClock
+from ..errors import ConfigError
 from ..profiles import Profile
 from .client import Meter
 from .inode import ROOT
@@ -72,7 +73,7 @@ class Filesystems:
         for mount in self.shared:
             if mount.path == path:
                 return mount
-        raise ValueError(f"no shared mount at {path!r}; mounts: {[m.path for m in self.shared]}")
+        raise ConfigError(f"no shared mount at {path!r}; mounts: {[m.path for m in self.shared]}")
 
     def node_lost_power(self, node: int) -> list[tuple[str, str]]:
         """A node crashed: its clients forget everything (dirty data is lost) and its disks (its

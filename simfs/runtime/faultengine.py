@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from ..faults import CrashNode, CrashServer, EvictClient, Fault, InjectErrno, SlowOps, SlowRank, parse_on
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class FaultEngine:
             elif isinstance(fault, SlowRank):
                 self.start_delays[fault.rank] = self.start_delays.get(fault.rank, 0.0) + fault.delay
             else:
-                raise TypeError(f"not a simfs fault: {fault!r}")
+                raise ConfigError(f"not a simfs fault: {fault!r}")
 
     def arm_timers(self) -> None:
         for trig in self.triggers:
