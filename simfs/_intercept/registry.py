@@ -115,10 +115,15 @@ def patch_function(owner: Any, name: str, sim: Callable[..., Any], *, scan: bool
         patch(posix, name, replacement, scan=False)  # os and posix name the same functions
 
 
+_seen = [-1, -1]  # len(sys.modules), len(_replacements) at the last scan
+
+
 def scan_modules() -> None:
-    """Replace by-name imports of patched originals in modules not scanned yet."""
-    if not _replacements:
+    """Replace by-name imports of patched originals in modules not scanned yet (nothing to do
+    when no module and no patch came since the last scan)."""
+    if not _replacements or _seen == [len(sys.modules), len(_replacements)]:
         return
+    _seen[:] = [len(sys.modules), len(_replacements)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # merely looking at deprecated module attributes warns
         _scan()

@@ -31,6 +31,7 @@ class ProcFs:
         self.boots = 0
         self.boot_time = 0.0
         self.pids: set[int] = set()
+        self._unwritten: dict[int, dict[str, str]] = {}  # pid -> its files, written on first look at /proc
         self.reboot()
 
     @property
@@ -41,6 +42,7 @@ class ProcFs:
         """The node (re)starts: no process, a new boot id."""
         for pid in list(self.pids):
             self.remove(pid)
+        self._unwritten.clear()
         self.boots += 1
         self.boot_time = self.clock()
         self._write("sys/kernel/random/boot_id", self.boot_id + "\n")
@@ -56,22 +58,33 @@ class ProcFs:
         name = "python"
         # fields 1..52 of proc(5) /proc/<pid>/stat; field 22 is the start time since boot
         fields = [str(pid), f"({name})", "S", str(ppid), str(pid), str(pid)] + ["0"] * 15 + [str(start)] + ["0"] * 30
-        self._write(f"{pid}/stat", " ".join(fields) + "\n")
-        self._write(f"{pid}/status", f"Name:\t{name}\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\n"
-                                     f"PPid:\t{ppid}\n")
-        self._write(f"{pid}/cmdline", "\0".join(argv) + "\0")
-        self._write(f"{pid}/environ", "".join(f"{k}={v}\0" for k, v in env.items()))
+        self._unwritten[pid] = {
+            "stat": " ".join(fields) + "\n",
+            "status": f"Name:\t{name}\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{ppid}\n",
+            "cmdline": "\0".join(argv) + "\0",
+            "environ": "".join(f"{k}={v}\0" for k, v in env.items()),
+        }
         self.pids.add(pid)
+
+    def ensure(self) -> None:
+        """Someone looks at /proc: the processes' files exist (written only then: most jobs never
+        look, and a run of thousands of ranks should not pay for it)."""
+        while self._unwritten:
+            pid, files = self._unwritten.popitem()
+            for name, text in files.items():
+                self._write(f"{pid}/{name}", text)
 
     def remove(self, pid: int) -> None:
         """A process ended: its directory goes."""
+        self.pids.discard(pid)
+        if self._unwritten.pop(pid, None) is not None:
+            return
         server = self.server
         ino = server.lookup(ROOT, str(pid))
         if ino is not None:
             for name, _ in server.readdir(ino):
                 server.unlink(ino, name)
             server.rmdir(ROOT, str(pid))
-        self.pids.discard(pid)
 
     def _write(self, path: str, text: str) -> None:
         server = self.server

@@ -81,6 +81,8 @@ class HostGuard:
                     del space[name]
                 space.update(saved)
         modules = sys.modules
+        if modules.items() >= self.modules.items():  # (a C-speed check: every entry still the same)
+            return
         for name, module in self.modules.items():
             if modules.get(name) is not module:
                 modules[name] = module

@@ -65,9 +65,11 @@ class SyscallsBase:
         return self._proc_self(normalize(posixpath.join(base, text))), is_bytes
 
     def _proc_self(self, path: str) -> str:
-        """/proc/self is the calling process's own /proc/<pid>."""
-        if path == "/proc/self" or path.startswith("/proc/self/"):
-            return f"/proc/{self.proc.pid}{path[10:]}"
+        """/proc/self is the calling process's own /proc/<pid> (and /proc is filled when looked at)."""
+        if path.startswith("/proc") and (len(path) == 5 or path[5] == "/"):
+            self.machine.fs.proc[self.proc.node].ensure()
+            if path == "/proc/self" or path.startswith("/proc/self/"):
+                return f"/proc/{self.proc.pid}{path[10:]}"
         return path
 
     def _fd(self, fd: Any) -> OpenFile:
