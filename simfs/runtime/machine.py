@@ -95,8 +95,11 @@ class Machine:
         self.node_ops[proc.node] += 1
         self.total_ops += 1
         proc.last_op = (op, path)
+        faults = self.faults
+        if not (faults.triggers or faults.errnos):
+            return self.sched.now
         try:
-            self.faults.before(proc, op, path, self.node_ops[proc.node], self.total_ops)
+            faults.before(proc, op, path, self.node_ops[proc.node], self.total_ops)
         except OSError as exc:
             self.trace.append(TraceEvent(self.sched.now, proc.rank, proc.node, op, path,
                                          (errno.errorcode.get(exc.errno, "error") if exc.errno is not None
@@ -106,8 +109,9 @@ class Machine:
 
     def finish(self, proc: Process, op: str, path: str, start: float, outcome: str) -> None:
         self.trace.append(TraceEvent(start, proc.rank, proc.node, op, path, outcome))
-        cost = self.meter.take()
-        if current_task() is None:
+        meter = self.meter
+        cost, meter.cost = meter.cost, 0.0
+        if self.sched.current is None:
             return
         if self.faults.slow_ops:
             cost += self.faults.delay(proc, op, path)
