@@ -4,7 +4,8 @@ torch offers a Python-file path, refused by name where it does not."""
 from __future__ import annotations
 
 import builtins
-import importlib.util
+import importlib.abc
+import importlib.machinery
 import sys
 from typing import Any
 
@@ -125,18 +126,55 @@ _done: set[str] = set()
 
 
 def install() -> None:
-    """Patch the libraries that are installed (imported here if the host has not yet: a job may
-    import them inside its ranks). The run's HostGuard undoes what importing them changed."""
-    for module, installer in _INSTALLERS.items():
-        if module in _done or (module in sys.modules and sys.modules[module] is None):
-            continue  # patched already, or deliberately blocked by the host
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if found:
-            _done.add(module)
-            try:
-                installer()
-            except ImportError:  # a library it needs is blocked or broken (sys.modules[name] = None)
-                _done.discard(module)
+    """Patch the libraries the process has imported, and patch the others the moment they are
+    imported during the run (a job may import torch inside its ranks): simfs imports none of them
+    itself, so a process that never uses them pays nothing."""
+    for module in _INSTALLERS:
+        if sys.modules.get(module) is not None:
+            _patch(module)
+    if not any(isinstance(finder, _PatchOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport())  # the run's HostGuard takes it out again
+
+
+def _patch(module: str) -> None:
+    if module in _done:
+        return
+    _done.add(module)
+    try:
+        _INSTALLERS[module]()
+    except ImportError:  # a library it needs is blocked or broken (sys.modules[name] = None)
+        _done.discard(module)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: it wraps the loader of a library simfs patches, so that the patches
+    are installed as soon as the library's import finishes."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in _INSTALLERS or fullname in _done:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec: importlib.machinery.ModuleSpec | None = find(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchAfterExec(spec.loader, fullname)
+                return spec
+        return None
+
+
+class _PatchAfterExec(importlib.abc.Loader):
+    def __init__(self, loader: Any, name: str) -> None:
+        self._loader, self._name = loader, name
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        _patch(self._name)
+
+    def __getattr__(self, name: str) -> Any:  # get_resource_reader, is_package... of the real loader
+        return getattr(self._loader, name)

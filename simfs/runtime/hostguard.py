@@ -38,6 +38,7 @@ class HostGuard:
         self.thread_hooks = (threading._trace_hook, threading._profile_hook)  # type: ignore[attr-defined]  # private
         self.namespaces = [(vars(module), dict(vars(module))) for module in (builtins, io)]
         self.modules = dict(sys.modules)
+        self.import_system = (list(sys.meta_path), list(sys.path_hooks))
         self.random = random._inst.getstate()
         self.logging_disable = logging.root.manager.disable
         self.loggers: list[tuple[logging.Logger, list[Any], int, bool, bool]] = [
@@ -46,6 +47,7 @@ class HostGuard:
 
     def restore(self) -> None:
         self._restore_namespaces()
+        self._restore_import_system()
         sys.setrecursionlimit(self.recursion)
         sys.set_int_max_str_digits(self.int_digits)
         sys.setdlopenflags(self.dlopen)
@@ -70,6 +72,13 @@ class HostGuard:
             if id(lg) not in known:
                 lg.handlers.clear()  # a logger made during the run: its handlers were rank code's
         logging.Logger.manager._clear_cache()  # type: ignore[attr-defined]  # private
+
+    def _restore_import_system(self) -> None:
+        meta_path, path_hooks = self.import_system
+        if sys.meta_path != meta_path:
+            sys.meta_path[:] = meta_path
+        if sys.path_hooks != path_hooks:
+            sys.path_hooks[:] = path_hooks
 
     def _restore_namespaces(self) -> None:
         """builtins, io and sys.modules as they were (modules imported during the run stay: an

@@ -17,6 +17,11 @@ def _python_prefixes() -> tuple[str, ...]:
     for entry in sys.path:
         if entry and os.path.isabs(entry) and os.path.exists(entry):
             paths.add(entry)
+    for name, module in list(sys.modules.items()):  # packages found by other finders (editable installs)
+        if "." not in name and module is not None:
+            for where in getattr(module, "__path__", None) or []:
+                if isinstance(where, str) and os.path.isabs(where):
+                    paths.add(where)
     out = set()
     for p in paths:
         real = os.path.realpath(p)
@@ -38,12 +43,12 @@ class HostPaths:
         return path in self._exact or path.startswith(self._under)
 
 
-_cache: dict[tuple[str, ...], HostPaths] = {}
+_cache: dict[tuple[tuple[str, ...], int], HostPaths] = {}
 
 
 def host_paths() -> HostPaths:
     """The readable paths for the current sys.path (remade only when sys.path changed)."""
-    key = tuple(sys.path)
+    key = (tuple(sys.path), sum(1 for name in sys.modules if "." not in name))
     found = _cache.get(key)
     if found is None:
         _cache.clear()
