@@ -15,6 +15,7 @@ import pytest
 import torch.distributed as dist
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_semantics import dirty_job  # node 0 writes without closing, node 1 reads
 
 import simfs
 
@@ -123,35 +124,9 @@ def test_file_attributes_are_not_cached() -> None:
     assert _ok(_run("beegfs", attrs_job, rpn=1))[1] == (1, 5)
 
 
-def unclosed_job():
-    """Node 0 writes without closing; node 1 reads; node 0 closes; node 1 reads again."""
-    rank = dist.get_rank()
-    if rank == 0:
-        with open(F, "wb") as f:
-            f.write(b"old")
-    dist.barrier()
-    f = None
-    if rank == 0:
-        f = open(F, "r+b", buffering=0)
-        f.write(b"new")
-    dist.barrier()
-    during = None
-    if rank == 1:
-        with open(F, "rb") as g:
-            during = g.read()
-    dist.barrier()
-    if rank == 0:
-        f.close()
-    dist.barrier()
-    if rank == 1:
-        with open(F, "rb") as g:
-            return during, g.read()
-    return None
-
-
 def test_buffered_writes_reach_other_nodes_at_close() -> None:
     """tuneFileCacheType = buffered: 'caches are automatically flushed when a file is closed'."""
-    assert _ok(_run("beegfs", unclosed_job, rpn=1))[1] == (b"old", b"new")
+    assert _ok(_run("beegfs", dirty_job, rpn=1))[1] == (b"v1", b"v2")
 
 
 def flock_job():
