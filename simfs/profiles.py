@@ -114,7 +114,7 @@ class Profile:
         "posix", "a file unlinked by one node while another has it open: kept until the last close ('posix') or "
                  "gone, so the other node's next I/O gets ESTALE ('estale')")
     silly_rename: bool = _param(
-        False, "unlinking a file this node has open renames it to .nfsXXXX until the last close (bool)")
+        False, "unlinking a file this node has open renames it to a hidden .nfs name until the last close (bool)")
     crash_order: Literal["prefix", "omit_one"] = _param(
         "prefix", "which unsynced operations a server crash keeps: a prefix, or a prefix with one omitted")
     torn_sector: int = _param(
@@ -381,7 +381,7 @@ _BUILTIN: dict[str, Profile] = {
             "unlink_open": "RFC 1813 NFS3ERR_STALE: the server keeps no unlinked file for other clients (silly "
                            "rename protects only the unlinking client's opens); tox-dev/filelock PR #669, "
                            "chimera-nas/chimera PR #286",
-            "silly_rename": "fs/nfs/dir.c nfs_unlink -> nfs_sillyrename (fs/nfs/unlink.c): '.nfsXXXX' until the "
+            "silly_rename": "fs/nfs/dir.c nfs_unlink -> nfs_sillyrename (fs/nfs/unlink.c): a hidden '.nfs' name until the "
                             "last close",
             "crash_order": _ALICE + " (data written UNSTABLE and not yet COMMITted)",
             "mtime_granularity": _JIFFY,
