@@ -381,8 +381,8 @@ _BUILTIN: dict[str, Profile] = {
             "unlink_open": "RFC 1813 NFS3ERR_STALE: the server keeps no unlinked file for other clients (silly "
                            "rename protects only the unlinking client's opens); tox-dev/filelock PR #669, "
                            "chimera-nas/chimera PR #286",
-            "silly_rename": "fs/nfs/dir.c nfs_unlink -> nfs_sillyrename (fs/nfs/unlink.c): a hidden '.nfs' name until the "
-                            "last close",
+            "silly_rename": "fs/nfs/dir.c nfs_unlink -> nfs_sillyrename (fs/nfs/unlink.c): a hidden '.nfs' name "
+                            "until the last close",
             "crash_order": _ALICE + " (data written UNSTABLE and not yet COMMITted)",
             "mtime_granularity": _JIFFY,
             "change_detection": _NFS5 + " nfsvers: 'the client tries version 4.2 first'; 'NFS version 4 caching "

@@ -542,15 +542,12 @@ def test_stale_softfilelock_after_a_node_crash(version) -> None:
                 assert out["node1"] == "acquired", (profile, out)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "simfs bug (simfs/_intercept, not yet patched for filelock): filelock 4.x breaks a stale "
-    "SoftFileLock only through renameat2(RENAME_EXCHANGE), called via ctypes "
-    "(filelock._util._rename_call -> ctypes.CDLL(None).syscall); inside a rank the audit hook "
-    "refuses ctypes.dlopen with BypassError, which escapes acquire(). Real: local disks (ext4, "
-    "xfs) exchange, so node 1 breaks the lock; NFS refuses any rename flag with EINVAL "
-    "(fs/nfs/dir.c nfs_rename), so filelock gives up the break and node 1 waits"))
 @pytest.mark.parametrize(("profile", "node1"), [("local", "acquired"), ("nfs_sync", "timeout")])
 def test_filelock4_breaks_a_same_host_stale_lock_through_rename_exchange(profile, node1) -> None:
+    """filelock 4.x breaks a stale SoftFileLock only through renameat2(RENAME_EXCHANGE), which it
+    calls with ctypes; inside a rank that is the simulated exchange: a local disk (ext4, XFS)
+    exchanges, so node 1 breaks the lock; NFS refuses the flag with EINVAL (fs/nfs/dir.c
+    nfs_rename), so filelock gives up the break and node 1 waits."""
     import filelock
 
     if int(filelock.__version__.split(".")[0]) < 4:
@@ -570,8 +567,7 @@ def test_pid_reused_after_the_reboot(version) -> None:
         assert len(out["lines"]) == 3, out
         assert out["recycled_stale"] is True and out["live_stale"] is False, out
         assert out["live"] == "timeout", out
-        if int(out["version"].split(".")[0]) < 4:  # 4.x breaks through renameat2: see the xfail above
-            assert out["recycled"] == "acquired", out
+        assert out["recycled"] == "acquired", out  # 4.x breaks it through a (simulated) renameat2 exchange
     else:
         assert (out["recycled"], out["live"]) == ("timeout", "timeout"), out
 

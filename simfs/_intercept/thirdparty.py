@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 from typing import Any
 
@@ -121,7 +122,28 @@ def _install_safetensors() -> None:
                                                      "load with safetensors.torch.load(open(path, 'rb').read())"))
 
 
-_INSTALLERS = {"numpy": _install_numpy, "torch": _install_torch, "safetensors.torch": _install_safetensors}
+def _install_filelock() -> None:
+    """filelock 4.x breaks a stale SoftFileLock with renameat2(RENAME_EXCHANGE) through ctypes:
+    inside a rank the exchange is the simulated one (EINVAL where the filesystem refuses it)."""
+    import filelock._util as util
+
+    if not hasattr(util, "_rename_call"):
+        return  # filelock 3.x: no exchange
+
+    def exchange(source: bytes, target: bytes, flags: int) -> int:
+        task = current()
+        assert task is not None, "the exchange a rank looked up is called inside that rank"
+        try:
+            task.context.sys.exchange(os.fsdecode(source), os.fsdecode(target))
+        except OSError as exc:
+            return exc.errno or 0
+        return 0
+
+    patch_function(util, "_rename_call", lambda task: (exchange, 2))  # RENAME_EXCHANGE in linux/fs.h
+
+
+_INSTALLERS = {"numpy": _install_numpy, "torch": _install_torch, "safetensors.torch": _install_safetensors,
+               "filelock._util": _install_filelock}
 _done: set[str] = set()
 
 

@@ -251,6 +251,20 @@ class Client:
         self.flush(ino)
         self.strategy.renaming.rename(self, src_dir, src_name, dst_dir, dst_name, ino)
 
+    def exchange(self, src_dir: int, src_name: str, dst_dir: int, dst_name: str) -> None:
+        """RENAME_EXCHANGE: the two names swap what they name."""
+        first, second = self.lookup(src_dir, src_name), self.lookup(dst_dir, dst_name)
+        self.flush(first)
+        self.flush(second)
+        self.rpc()
+        schange, dchange = self.server.exchange(src_dir, src_name, dst_dir, dst_name)
+        self.attrs.after_change(schange)
+        self.attrs.after_change(dchange)
+        self.dentries.put(src_dir, src_name, second)
+        self.dentries.put(dst_dir, dst_name, first)
+        self.attrs.forget(first)
+        self.attrs.forget(second)
+
     # -- data ------------------------------------------------------------------------------
     def _recall(self, ino: int) -> None:
         """Lock-manager coherence (Lustre): another node's dirty data for this file is

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, cast
 
 from .inode import DIR, FILE, ROOT, Inode
 
@@ -29,7 +29,7 @@ class Image(Protocol):
 
 
 # what differs from a base image: (inode, its entries, data or link target), by inode
-Fingerprint = tuple[tuple[int, tuple[tuple[str, int], ...] | bytes | str], ...]
+Fingerprint = tuple[tuple[str, bytes | str], ...]
 
 
 @dataclass(slots=True)
@@ -175,11 +175,12 @@ class Journal:
             unit = self._pending.pop(seq, None)
             if unit is None:
                 continue
-            self._persist(unit)
             if isinstance(unit, EntryUnit) and unit.group:
-                for other in [s for s, u in self._pending.items()
-                              if isinstance(u, EntryUnit) and u.group == unit.group]:
-                    self._persist(self._pending.pop(other))
+                together = [s for s, u in self._pending.items() if isinstance(u, EntryUnit) and u.group == unit.group]
+                self._persist_entries([unit, *(cast(EntryUnit, self._pending.pop(s)) for s in together)],
+                                      self.durable)
+            else:
+                self._persist(unit)
 
     def _link(self, ino: int, image: object, delta: int) -> None:
         """Durable link counts of the durable layer itself: an inode no durable directory names
@@ -217,15 +218,7 @@ class Journal:
     def _persist(self, unit: Unit, torn: int | None = None, image: Image | None = None) -> None:
         image = self.durable if image is None else image
         if isinstance(unit, EntryUnit):
-            parent = self._durable_inode(unit.dir, DIR, image)
-            assert parent.entries is not None
-            old = parent.entries.pop(unit.name, None)
-            if unit.ino is not None:
-                self._durable_inode(unit.ino, unit.kind, image)
-                parent.entries[unit.name] = unit.ino
-                self._link(unit.ino, image, +1)
-            if old is not None:
-                self._link(old, image, -1)
+            self._persist_entries([unit], image)
             return
         node = self._durable_inode(unit.ino, FILE, image)
         if node.data is None:
@@ -235,6 +228,24 @@ class Journal:
             node.data.truncate(unit.size)
         else:
             node.data.write(unit.offset, unit.data if torn is None else unit.data[:torn])
+
+    def _persist_entries(self, units: list[EntryUnit], image: Image) -> None:
+        """Entry units that persist together (a rename, an exchange): every new link is made
+        before any old one is dropped, so an inode moving between their names is never collected
+        in between."""
+        dropped = []
+        for unit in units:
+            parent = self._durable_inode(unit.dir, DIR, image)
+            assert parent.entries is not None
+            old = parent.entries.pop(unit.name, None)
+            if unit.ino is not None:
+                self._durable_inode(unit.ino, unit.kind, image)
+                parent.entries[unit.name] = unit.ino
+                self._link(unit.ino, image, +1)
+            if old is not None:
+                dropped.append(old)
+        for old in dropped:
+            self._link(old, image, -1)
 
     # -- crashes ---------------------------------------------------------------------------------
     def draw(self, draws: Draws) -> CrashState:
@@ -311,9 +322,8 @@ class Journal:
             if isinstance(unit, EntryUnit) and unit.group:
                 if unit.group not in applied_groups:
                     applied_groups.add(unit.group)
-                    for other in units:
-                        if isinstance(other, EntryUnit) and other.group == unit.group:
-                            self._persist(other, image=image)
+                    self._persist_entries([u for u in units if isinstance(u, EntryUnit) and u.group == unit.group],
+                                          image)
                 continue
             self._persist(unit, state.torn if i == state.kept - 1 else None, image)
 
@@ -335,20 +345,21 @@ class _CopyOnWrite:
         self._own[ino] = node
 
     def fingerprint(self) -> Fingerprint:
-        """The image as its root reaches it (equal fingerprints: equal images; an inode a crash
-        state made but no durable name reaches does not count)."""
-        out: list[tuple[int, tuple[tuple[str, int], ...] | bytes | str]] = []
-        stack, seen = [ROOT], set()
+        """The image as its root reaches it, by names (equal fingerprints: equal images; inode
+        numbers, and inodes no durable name reaches, do not count)."""
+        out: list[tuple[str, bytes | str]] = []
+        stack, seen = [("", ROOT)], set()
         while stack:
-            ino = stack.pop()
+            path, ino = stack.pop()
             node = self._own.get(ino) or self._base.get(ino)
-            if node is None or ino in seen:
+            if node is None:
                 continue
-            seen.add(ino)
             if node.entries is not None:
-                entries = tuple(sorted(node.entries.items()))
-                out.append((ino, entries))
-                stack.extend(child for _, child in entries)
+                if ino in seen:
+                    continue
+                seen.add(ino)
+                out.append((path + "/", ""))
+                stack.extend((f"{path}/{name}", child) for name, child in node.entries.items())
             else:
-                out.append((ino, node.data.tobytes() if node.data is not None else node.target))
+                out.append((path, node.data.tobytes() if node.data is not None else "->" + node.target))
         return tuple(sorted(out))

@@ -316,6 +316,26 @@ class Server:
         node.ctime = self._now()
         return ino, Change(spre, self.attr(sparent)), Change(dpre, self.attr(dparent))
 
+    def exchange(self, src_dir: int, src_name: str, dst_dir: int, dst_name: str) -> tuple[Change, Change]:
+        """RENAME_EXCHANGE (renameat2): two existing names swap their inodes, atomically."""
+        sparent, dparent = self._dir(src_dir), self._dir(dst_dir)
+        first, second = self._child(sparent, src_name), self._child(dparent, dst_name)
+        spre, dpre = self.attr(sparent), self.attr(dparent)
+        if first.ino == second.ino:
+            return Change(spre, spre), Change(dpre, dpre)
+        if ((first.kind == DIR and self._is_ancestor(first.ino, dst_dir))
+                or (second.kind == DIR and self._is_ancestor(second.ino, src_dir))):
+            raise fs_error(errno.EINVAL)
+        self._group += 1
+        self._set_entry(sparent, src_name, second.ino, second.kind, self._group)
+        self._set_entry(dparent, dst_name, first.ino, first.kind, self._group)
+        if src_dir != dst_dir:
+            moved = (first.kind == DIR) - (second.kind == DIR)  # directories that changed parent
+            sparent.nlink -= moved
+            dparent.nlink += moved
+        first.ctime = second.ctime = self._now()
+        return Change(spre, self.attr(sparent)), Change(dpre, self.attr(dparent))
+
     def copy(self, src_dir: int, src_name: str, dst_dir: int, dst_name: str) -> tuple[int, Change]:
         """Server-side copy of a file to a new object (first half of an object-store rename)."""
         src = self._child(self._dir(src_dir), src_name)

@@ -61,6 +61,25 @@ class NamespaceCalls(SyscallsBase):
 
     replace = rename
 
+    def exchange(self, src: Any, dst: Any) -> None:
+        """renameat2(RENAME_EXCHANGE): a local disk (ext4, XFS) swaps the two names atomically;
+        network and FUSE filesystems refuse the flag with EINVAL (fs/nfs/dir.c nfs_rename)."""
+        s, _ = self._abs(src)
+        d, _ = self._abs(dst)
+        if self.machine.is_real(s) or self.machine.is_real(d):
+            raise self._real_write_refused(src)
+
+        def work() -> None:
+            sp = self.vfs.resolve_parent(s, reval=self._reval)
+            dp = self.vfs.resolve_parent(d, reval=self._reval)
+            if sp.mount is not dp.mount:
+                raise fs_error(errno.EXDEV)
+            if not sp.mount.profile.on_node:
+                raise fs_error(errno.EINVAL)
+            sp.client.exchange(sp.dir_ino, sp.name, dp.dir_ino, dp.name)
+
+        self._op("rename", s, src, work, dst)
+
     def link(self, src: Any, dst: Any, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None,
              follow_symlinks: bool = True) -> None:
         s, _ = self._abs(src, src_dir_fd)
