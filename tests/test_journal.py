@@ -165,9 +165,8 @@ def test_syncing_everything_makes_the_durable_image_the_live_one(ops) -> None:
     assert image_of(server) == live
 
 
-def test_an_exchange_persists_whole_in_every_crash_state() -> None:
-    """RENAME_EXCHANGE swaps two names in one step: no crash state shows one swapped and not the
-    other (both names always name different files, one of the two pairings)."""
+def _exchanged() -> Server:
+    """a and b synced, then swapped by RENAME_EXCHANGE, then an unsynced create."""
     server = new_server()
     for name, data in (("a", b"A"), ("b", b"B")):
         ino, _, _ = server.create(ROOT, name, 0o644, False)
@@ -176,16 +175,15 @@ def test_an_exchange_persists_whole_in_every_crash_state() -> None:
     server.sync_dir(ROOT)
     server.exchange(ROOT, "a", ROOT, "b")
     server.create(ROOT, "later", 0o644, False)
+    return server
+
+
+def test_an_exchange_persists_whole_in_every_crash_state() -> None:
+    """RENAME_EXCHANGE swaps two names in one step: no crash state shows one swapped and not the
+    other (both names always name different files, one of the two pairings)."""
     outcomes = set()
-    for state in server.crash_states():
-        copy = new_server()
-        for name, data in (("a", b"A"), ("b", b"B")):
-            ino, _, _ = copy.create(ROOT, name, 0o644, False)
-            copy.write(ino, 0, data)
-            copy.commit(ino)
-        copy.sync_dir(ROOT)
-        copy.exchange(ROOT, "a", ROOT, "b")
-        copy.create(ROOT, "later", 0o644, False)
+    for state in _exchanged().crash_states():
+        copy = _exchanged()
         copy.crash_into(state)
         image = image_of(copy)
         outcomes.add((image["a"], image["b"]))

@@ -44,7 +44,9 @@ class NamespaceCalls(SyscallsBase):
 
     remove = unlink
 
-    def rename(self, src: Any, dst: Any, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
+    def _two_names(self, op: str, src: Any, dst: Any, src_dir_fd: int | None, dst_dir_fd: int | None,
+                   action: Callable[[ResolvedParent, ResolvedParent], None]) -> None:
+        """An operation on two names of one filesystem (rename, exchange)."""
         s, _ = self._abs(src, src_dir_fd)
         d, _ = self._abs(dst, dst_dir_fd)
         if self.machine.is_real(s) or self.machine.is_real(d):
@@ -55,30 +57,25 @@ class NamespaceCalls(SyscallsBase):
             dp = self.vfs.resolve_parent(d, reval=self._reval)
             if sp.mount is not dp.mount:
                 raise fs_error(errno.EXDEV)
-            sp.client.rename(sp.dir_ino, sp.name, dp.dir_ino, dp.name)
+            action(sp, dp)
 
-        self._op("rename", s, src, work, dst)
+        self._op(op, s, src, work, dst)
+
+    def rename(self, src: Any, dst: Any, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
+        self._two_names("rename", src, dst, src_dir_fd, dst_dir_fd,
+                        lambda sp, dp: sp.client.rename(sp.dir_ino, sp.name, dp.dir_ino, dp.name))
 
     replace = rename
 
     def exchange(self, src: Any, dst: Any) -> None:
         """renameat2(RENAME_EXCHANGE): a local disk (ext4, XFS) swaps the two names atomically;
         network and FUSE filesystems refuse the flag with EINVAL (fs/nfs/dir.c nfs_rename)."""
-        s, _ = self._abs(src)
-        d, _ = self._abs(dst)
-        if self.machine.is_real(s) or self.machine.is_real(d):
-            raise self._real_write_refused(src)
-
-        def work() -> None:
-            sp = self.vfs.resolve_parent(s, reval=self._reval)
-            dp = self.vfs.resolve_parent(d, reval=self._reval)
-            if sp.mount is not dp.mount:
-                raise fs_error(errno.EXDEV)
+        def swap(sp: ResolvedParent, dp: ResolvedParent) -> None:
             if not sp.mount.profile.on_node:
                 raise fs_error(errno.EINVAL)
             sp.client.exchange(sp.dir_ino, sp.name, dp.dir_ino, dp.name)
 
-        self._op("rename", s, src, work, dst)
+        self._two_names("rename", src, dst, None, None, swap)
 
     def link(self, src: Any, dst: Any, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None,
              follow_symlinks: bool = True) -> None:
