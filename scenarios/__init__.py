@@ -1,5 +1,8 @@
-"""scenarios: running simfs jobs from the command line and reporting on them."""
+"""scenarios: search simulated clusters for the races, timeouts and crash bugs of a job's
+filesystem code; the built-in library of such bugs; the ``simfs`` command; reports."""
 
-from .demo import fixed_makedirs, naive_makedirs
+from .explore import explore, replay
+from .finding import Finding
+from .registry import Scenario, scenario
 
-__all__ = ["fixed_makedirs", "naive_makedirs"]
+__all__ = ["Finding", "Scenario", "explore", "replay", "scenario"]

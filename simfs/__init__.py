@@ -5,7 +5,7 @@ from . import profiles
 from .choices import ChoiceSource, HypothesisChoices, ReplayChoices, SeededChoices
 from .cluster import Cluster, replay
 from .errors import BypassError, CollectiveMismatch, ConfigError, Interrupted, OutsideSimulation, RankKilled, SimfsError
-from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, SlowOps, SlowRank
+from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, PowerLoss, SlowOps, SlowRank
 from .profiles import Profile
 from .report import CrashInfo, HangInfo, Result, ThreadError
 from .runtime.machine import TraceEvent
@@ -14,6 +14,6 @@ from .supervise import ChildFailed, Stalled, isolated
 __all__ = [
     "BypassError", "ChildFailed", "ChoiceSource", "Cluster", "CollectiveMismatch", "ConfigError", "CrashInfo",
     "CrashNode", "CrashServer", "EvictClient", "HangInfo", "HypothesisChoices", "InjectErrno", "Interrupted",
-    "OutsideSimulation", "Profile", "RankKilled", "ReplayChoices", "Result", "SeededChoices", "SimfsError",
+    "OutsideSimulation", "PowerLoss", "Profile", "RankKilled", "ReplayChoices", "Result", "SeededChoices", "SimfsError",
     "SlowOps", "SlowRank", "Stalled", "ThreadError", "TraceEvent", "isolated", "profiles", "replay",
 ]

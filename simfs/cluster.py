@@ -119,6 +119,16 @@ class Cluster:
                 raise ConfigError(f"{fault!r}: no shared mount at {mount!r}; mounts: {list(self.profiles)}")
         return checked
 
+    def power_loss(self) -> list[str]:
+        """Between runs: every storage server and every node lose power now, as after a job
+        that ended without syncing. The next run is the restarted job. Returns what each disk
+        kept, in words."""
+        said = [f"{mount.path}: {self.fs.crash_disk(mount)}" for mount in self.fs.shared if mount.host is None]
+        for node in range(self.nodes):
+            said.extend(f"node{node}:{path}: {summary}" for path, summary in self.fs.node_lost_power(node))
+        self._restarting = True
+        return said
+
     # -- running ----------------------------------------------------------------------------------
     def run(self, job: Callable[..., Any], *args: Any, faults: Iterable[Fault] | None = None,
             choices: Any = None, **kwargs: Any) -> Result:

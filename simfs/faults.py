@@ -67,6 +67,20 @@ class CrashServer:
 
 
 @dataclass(frozen=True)
+class PowerLoss:
+    """The whole cluster loses power at once (a job-wide crash): every rank dies, every node's
+    caches and dirty data are gone, every storage server keeps only what a crash state allows.
+    ``after_ops`` counts operations of all ranks."""
+
+    after_ops: int | None = None
+    at_time: float | None = None
+    on: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_trigger("PowerLoss", self.after_ops, self.at_time, self.on)
+
+
+@dataclass(frozen=True)
 class EvictClient:
     """The server evicts a node's client (Lustre): its dirty data is lost and its open
     files answer EIO until reopened."""
@@ -139,9 +153,10 @@ class SlowOps:
             object.__setattr__(self, "ranks", tuple(self.ranks))
 
 
-Fault = CrashNode | CrashServer | EvictClient | InjectErrno | SlowRank | SlowOps
+Fault = CrashNode | CrashServer | PowerLoss | EvictClient | InjectErrno | SlowRank | SlowOps
 FAULT_TYPES: dict[str, type[Fault]] = {t.__name__: t
-                                 for t in (CrashNode, CrashServer, EvictClient, InjectErrno, SlowRank, SlowOps)}
+                                 for t in (CrashNode, CrashServer, PowerLoss, EvictClient, InjectErrno, SlowRank,
+                                            SlowOps)}
 
 
 def fault_to_dict(fault: Fault) -> dict[str, Any]:

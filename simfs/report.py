@@ -109,6 +109,7 @@ class Result:
     ops: int
     switches: int
     notes: list[str] = field(default_factory=list)
+    node_ops: list[int] = field(default_factory=list)  # filesystem operations of each node's ranks
 
     @property
     def ok(self) -> bool:

@@ -21,10 +21,11 @@ from .writeback import DirtyFile, Unstable
 class Meter:
     """Virtual cost of the operation in progress (only one rank runs at a time)."""
 
-    __slots__ = ("cost",)
+    __slots__ = ("cost", "stale")
 
     def __init__(self) -> None:
         self.cost = 0.0
+        self.stale = ""  # what a cache answered that the server no longer says (for the trace)
 
     def take(self) -> float:
         cost, self.cost = self.cost, 0.0
@@ -142,6 +143,7 @@ class Client:
             ino = self.dentries.get(dir_ino, name)
             if ino != MISS:
                 self.local()
+                self._note_stale_entry(dir_ino, name, ino)
                 if ino is None:
                     raise fs_error(errno.ENOENT)
                 return ino
@@ -152,6 +154,15 @@ class Client:
         if found is None:
             raise fs_error(errno.ENOENT)
         return found
+
+    def _note_stale_entry(self, dir_ino: int, name: str, cached: int | None) -> None:
+        """Say in the trace when this node's cached entry is not what the server holds now."""
+        parent = self.server.inodes.get(dir_ino)
+        truth = parent.entries.get(name) if parent is not None and parent.entries is not None else None
+        if truth != cached:
+            said = "'not found'" if cached is None else ("an entry since removed" if truth is None
+                                                        else "an entry since replaced")
+            self.meter.stale = f"node {self.node}'s lookup cache answered {said} for {name!r}"
 
     def listdir(self, dir_ino: int) -> list[tuple[str, int]]:
         """Opening a directory revalidates it (dropping stale entries if it changed); the

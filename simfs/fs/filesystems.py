@@ -11,6 +11,7 @@ from ..errors import ConfigError
 from ..profiles import Profile
 from .client import Meter
 from .inode import ROOT
+from .journal import CrashState
 from .mount import Mount
 from .procfs import ProcFs
 from .server import Server
@@ -45,6 +46,9 @@ class Filesystems:
         self.choices = ChoiceProxy()
         self.meter = Meter()
         self.interleave_hook: Callable[[], None] | None = None  # set while a run is going
+        # picks the crash state of a disk that loses power (mount point, server) instead of a draw:
+        # how an exhaustive search walks every state the persistence model allows
+        self.crash_picker: Callable[[str, Server], CrashState] | None = None
         # a shared mount whose profile is a disk inside a node is node 0's disk
         self.shared = [Mount(path, prof, list(range(nodes)), self.clock, self.choices, self.meter, self.interleave,
                              host=0 if prof.on_node else None) for path, prof in mounts.items()]
@@ -75,6 +79,12 @@ class Filesystems:
                 return mount
         raise ConfigError(f"no shared mount at {path!r}; mounts: {[m.path for m in self.shared]}")
 
+    def crash_disk(self, mount: Mount) -> str:
+        """A disk loses what it had not made durable, keeping a drawn (or picked) crash state."""
+        if self.crash_picker is not None:
+            return mount.server.crash_into(self.crash_picker(mount.path, mount.server))
+        return mount.server.crash(self.choices)
+
     def node_lost_power(self, node: int) -> list[tuple[str, str]]:
         """A node crashed: its clients forget everything (dirty data is lost) and its disks (its
         local disk, and shared mounts that are disks inside it) keep what a crash state allows.
@@ -82,7 +92,7 @@ class Filesystems:
         for mount in [*self.shared, self.local[node]]:
             mount.node_crashed(node)
         disks = [m for m in self.shared if m.host == node] + [self.local[node]]
-        summaries = [(disk.path, disk.server.crash(self.choices)) for disk in disks]
+        summaries = [(disk.path, self.crash_disk(disk)) for disk in disks]
         self.proc[node].reboot()
         return summaries
 

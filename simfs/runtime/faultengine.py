@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..faults import CrashNode, CrashServer, EvictClient, Fault, InjectErrno, SlowOps, SlowRank, parse_on
+from ..faults import CrashNode, CrashServer, EvictClient, Fault, InjectErrno, PowerLoss, SlowOps, SlowRank, parse_on
 
 if TYPE_CHECKING:
     from .process import Process
@@ -30,7 +30,7 @@ def _matches(glob: str, value: str) -> bool:
 class _Trigger:
     """A once-only fault with an operation-count, time or pattern trigger."""
 
-    def __init__(self, fault: CrashNode | CrashServer | EvictClient, node: int | None) -> None:
+    def __init__(self, fault: CrashNode | CrashServer | PowerLoss | EvictClient, node: int | None) -> None:
         self.fault = fault
         self.node = node  # count only this node's operations (None: all)
         self.on = parse_on(fault.on)
@@ -73,7 +73,7 @@ class FaultEngine:
         for fault in faults:
             if isinstance(fault, (CrashNode, EvictClient)):
                 self.triggers.append(_Trigger(fault, fault.node if isinstance(fault, CrashNode) else None))
-            elif isinstance(fault, CrashServer):
+            elif isinstance(fault, (CrashServer, PowerLoss)):
                 self.triggers.append(_Trigger(fault, None))
             elif isinstance(fault, InjectErrno):
                 self.errnos.append(_Countdown(fault, fault.count))

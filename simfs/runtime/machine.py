@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import RankKilled, TaskKilled
-from ..faults import CrashNode, CrashServer, EvictClient
+from ..faults import CrashNode, CrashServer, EvictClient, PowerLoss
 from ..fs.filesystems import Filesystems
 from ..fs.mount import Mount
 from .faultengine import FaultEngine
@@ -108,8 +108,10 @@ class Machine:
         return self.sched.now  # (a crash this operation triggered never returns here)
 
     def finish(self, proc: Process, op: str, path: str, start: float, outcome: str) -> None:
-        self.trace.append(TraceEvent(start, proc.rank, proc.node, op, path, outcome))
         meter = self.meter
+        if meter.stale:
+            outcome, meter.stale = f"{outcome} (stale: {meter.stale})", ""
+        self.trace.append(TraceEvent(start, proc.rank, proc.node, op, path, outcome))
         cost, meter.cost = meter.cost, 0.0
         if self.sched.current is None:
             return
@@ -233,6 +235,19 @@ class Machine:
             self.crash_server(fault.mount, why)
         elif isinstance(fault, EvictClient):
             self.evict_client(fault.node, fault.mount, why)
+        elif isinstance(fault, PowerLoss):
+            self.power_loss(why)
+
+    def power_loss(self, why: str) -> None:
+        """Every storage server and every node lose power; the node of the running rank goes
+        last (its crash does not return)."""
+        for mount in self.fs.shared:
+            if mount.host is None:
+                self.crash_server(mount.path, why)
+        current = self.sched.current
+        last = current.context.node if current is not None else None
+        for node in [n for n in range(self.fs.nodes) if n != last] + ([last] if last is not None else []):
+            self.crash_node(node, why)
 
     def crash_server(self, mount_path: str, why: str) -> None:
         """The storage server of a mount restarts; if the mount is a disk inside a node, that
@@ -241,7 +256,7 @@ class Machine:
         if mount.host is not None:
             self.crash_node(mount.host, f"{why}: {mount_path} is a disk inside node {mount.host}")
             return
-        summary = mount.server.crash(self.fs.choices)
+        summary = self.fs.crash_disk(mount)
         self.crashes += 1
         self.note("server-crash", mount_path, f"{summary} ({why})")
 

@@ -279,7 +279,8 @@ class Run:
         return Result(returns=returns, errors=errors, tracebacks=tracebacks, thread_errors=thread_errors,
                       crashed=state.crashed, hung=hung,
                       virtual_time=sched.now - start, wall_time=wall, trace=self.machine.trace, replay=replay,
-                      ops=self.machine.total_ops, switches=sched.switches, notes=state.notes)
+                      ops=self.machine.total_ops, switches=sched.switches, notes=state.notes,
+                      node_ops=list(self.machine.node_ops))
 
 
 class _Stop(BaseException):

@@ -1,0 +1,106 @@
+"""One example of a search: every perturbation it makes, and running it. A run is a pure
+function of its example, so the same example always gives the same failure and trace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from simfs import Result
+from simfs.faults import Fault
+from simfs.fs.journal import CrashState
+from simfs.fs.server import Server
+
+from .draws import BufferChoices
+from .outcome import Failure
+from .target import Target
+from .verdict import judge
+
+# crash states considered when a crash is drawn (the simplest first, identical images merged)
+STATE_LIMIT = 256
+PICK_SCALE = 1 << 32
+
+
+@dataclass(frozen=True)
+class Crash:
+    """Where and how the cluster crashes. ``fault`` fires during the job (None: a power loss
+    right after the job ended); ``pick`` selects each disk's crash state: a fraction of
+    ``PICK_SCALE`` of the distinct states, or with ``exact`` the index of one."""
+
+    fault: Fault | None
+    pick: int = 0
+    exact: bool = False
+
+    def picker(self) -> Callable[[str, Server], CrashState]:
+        def pick(_mount: str, server: Server) -> CrashState:
+            states = server.crash_states(STATE_LIMIT)
+            index = self.pick if self.exact else self.pick * len(states) // PICK_SCALE
+            return states[min(index, len(states) - 1)]
+        return pick
+
+
+@dataclass(frozen=True)
+class Example:
+    """The decisions of one example: the job's schedule and cache lifetimes (None: simple),
+    its faults (start skew, slow operations, errnos), an optional crash, and the restarted
+    job's own decisions."""
+
+    schedule: bytes | None = None
+    lifetimes: bytes | None = None
+    faults: tuple[Fault, ...] = ()
+    crash: Crash | None = None
+    recover_schedule: bytes | None = None
+    recover_lifetimes: bytes | None = None
+
+
+@dataclass
+class Execution:
+    """What running an example did: the job's run, the restarted job's, the first failure."""
+
+    job: Result
+    recover: Result | None = None
+    failure: Failure | None = None
+    crash_fired: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def results(self) -> list[Result]:
+        return [self.job] if self.recover is None else [self.job, self.recover]
+
+
+def _crash_fired(result: Result) -> bool:
+    return bool(result.crashed) or any(e.rank < 0 and e.op in ("server-crash", "crash") for e in result.trace)
+
+
+def execute(target: Target, example: Example) -> Execution:
+    """Run the example: the job (with its crash, if any), then ``recover`` on the restarted
+    cluster; judge each run that the property applies to."""
+    cluster = target.cluster()
+    crash = example.crash
+    cluster.fs.crash_picker = (crash or Crash(None)).picker()
+    faults = list(example.faults)
+    if crash is not None and crash.fault is not None:
+        faults.append(crash.fault)
+    first = cluster.run(target.job, faults=faults, choices=BufferChoices(example.schedule, example.lifetimes))
+    execution = Execution(first, crash_fired=_crash_fired(first))
+    if crash is not None and crash.fault is None:
+        execution.notes = cluster.power_loss()
+        execution.crash_fired = True
+    if not first.crashed:  # a job whose ranks died in a crash is not judged: its restart is
+        execution.failure = judge(first, target.check, run=0)
+    if execution.failure is None and target.recover is not None:
+        second = cluster.run(target.recover, faults=[],
+                             choices=BufferChoices(example.recover_schedule, example.recover_lifetimes))
+        execution.recover = second
+        execution.failure = judge(second, target.check, run=1)
+    return execution
+
+
+def simple_run(target: Target) -> Result:
+    """The job once with every decision simple and no fault: what the search calibrates on."""
+    cluster = target.cluster()
+    cluster.fs.crash_picker = Crash(None).picker()
+    return cluster.run(target.job, faults=[], choices=BufferChoices(None, None))
+
+
+__all__ = ["Crash", "Example", "Execution", "execute", "simple_run"]

@@ -1,0 +1,189 @@
+"""``scenarios.explore``: a Hypothesis search over everything the simulation decides --
+interleavings, cache lifetimes within the profile's ranges, start skew, slow operations, errno
+injections, crash points and crash states -- for a run that breaks the property, shrunk to a
+minimal example that replays exactly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.errors import HypothesisException
+from hypothesis.strategies import DataObject
+
+import simfs
+
+from . import replaying
+from .example import Example, Execution, execute
+from .finding import Finding, describe, events
+from .mix import Space, buffer_size, draw_crash, draw_example, draw_recover, fault_kinds
+from .registry import Crashes
+from .target import Check, Target
+
+SHRINK_TIME = 30.0  # wall seconds the shrinker may spend after the first failure
+
+
+class _Failed(Exception):
+    """Raised in Hypothesis's test body when an example fails (one origin: one bug to shrink)."""
+
+
+class _Search:
+    """The state of one search across Hypothesis's calls of its test body."""
+
+    def __init__(self, target: Target, space: Space, crashes: bool, shrink_time: float) -> None:
+        self.target = target
+        self.space = space
+        self.crashes = crashes
+        self.shrink_time = shrink_time
+        self.has_server = any(m.host is None for m in target.cluster().fs.shared)
+        self.examples = 0
+        self.found_at = 0
+        self.first_failure: float | None = None
+        self.best: tuple[Example, Execution] | None = None
+        self.internal: BaseException | None = None
+
+    def out_of_time(self) -> bool:
+        return self.first_failure is not None and time.perf_counter() - self.first_failure > self.shrink_time
+
+    def run(self, example: Example) -> Execution:
+        self.examples += 1
+        return execute(self.target, example)
+
+    def body(self, data: DataObject) -> None:
+        if self.internal is not None or self.out_of_time():
+            return
+        try:
+            self._example(data)
+        except _Failed:
+            raise
+        except (simfs.SimfsError, ValueError, TypeError) as exc:
+            self.internal = exc  # the simulation or its configuration is broken: stop, do not shrink it
+
+    def _example(self, data: DataObject) -> None:
+        example = draw_example(data, self.space)
+        if self.target.recover is not None:
+            example = draw_recover(data, self.space, example)
+        execution = self.run(example)
+        if execution.failure is None and self.crashes and data.draw(st.booleans()):
+            crash = draw_crash(data, self.space, execution.job.node_ops, self.has_server)
+            example = replace(example, crash=crash)
+            execution = self.run(example)
+        if execution.failure is not None:
+            self.found(example, execution)
+            raise _Failed
+
+    def found(self, example: Example, execution: Execution) -> None:
+        if self.first_failure is None:
+            self.first_failure = time.perf_counter()
+            self.found_at = self.examples
+        self.best = (example, execution)
+
+
+def _space(target: Target, kinds: tuple[str, ...], simple: Execution) -> Space:
+    ops = sorted({e.op for e in simple.job.trace if e.rank >= 0 and e.path.startswith("/")})
+    return Space(kinds, target.nodes, target.ranks_per_node, buffer_size(simple.job.switches), tuple(ops))
+
+
+def _check_args(nodes: int, ranks_per_node: int, max_examples: int, seed: int, shrink_time: float) -> None:
+    for name, value, lo in (("nodes", nodes, 1), ("ranks_per_node", ranks_per_node, 1),
+                            ("max_examples", max_examples, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+            raise ValueError(f"explore: {name} must be an int >= {lo}, got {value!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"explore: seed must be an int, got {seed!r}")
+    if not isinstance(shrink_time, (int, float)) or shrink_time < 0:
+        raise ValueError(f"explore: shrink_time must be a number of seconds >= 0, got {shrink_time!r}")
+
+
+def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, check: Check | None, nodes: int,
+                ranks_per_node: int, profile: str | simfs.Profile) -> Target:
+    for name, fn in (("job", job), ("recover", recover), ("check", check)):
+        if fn is not None and not callable(fn):
+            raise ValueError(f"explore: {name} must be callable, got {fn!r}")
+    return Target(job, nodes, ranks_per_node, simfs.profiles.get(profile), recover=recover, check=check)
+
+
+def finding_of(target: Target, example: Example, execution: Execution, *, examples: int, wall: float,
+               found_at: int, notes: Iterable[str] = ()) -> Finding:
+    failed = execution.failure is not None
+    return Finding(failed=failed, target=target, examples=examples, wall_time=wall,
+                   description=describe(target, example, execution) if failed else "",
+                   replay=replaying.encode(target, example), failure=execution.failure,
+                   trace=events(execution), results=execution.results, found_at=found_at if failed else 0,
+                   notes=list(notes))
+
+
+def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None, check: Check | None = None,
+            nodes: int, ranks_per_node: int, profile: str | simfs.Profile, faults: str | Iterable[str] = "default",
+            crashes: Crashes = False, max_examples: int = 100, seed: int = 0, shrink_time: float = SHRINK_TIME,
+            explain: bool = False) -> Finding:
+    """Search for a run of ``job`` (then ``recover`` on the restarted cluster) where a rank
+    raises, hangs, or ``check(result)`` fails; return the minimal one found, or a pass.
+
+    ``faults``: "default" (interleavings, cache lifetimes, start skew), "all" (also slow
+    operations and errno injection), "none", or kinds from ``scenarios.mix.KINDS``; each
+    example enables a random subset. ``crashes=True`` adds node, server and whole-cluster
+    crashes at uniformly drawn operations; ``"exhaustive"`` walks every crash state of the
+    recorded run instead. Deterministic for a given ``seed``."""
+    _check_args(nodes, ranks_per_node, max_examples, seed, shrink_time)
+    if crashes not in (False, True, "exhaustive"):
+        raise ValueError(f"explore: crashes must be False, True or 'exhaustive', got {crashes!r}")
+    if crashes and recover is None:
+        raise ValueError("explore: crashes need recover=, the restarted job that must cope with the crash")
+    target = make_target(job, recover=recover, check=check, nodes=nodes, ranks_per_node=ranks_per_node,
+                         profile=profile)
+    kinds = fault_kinds(faults)
+    start = time.perf_counter()
+    if crashes == "exhaustive":
+        from .exhaustive import exhaust
+
+        return exhaust(target, limit=max(max_examples, 1000), start=start)
+    simple = execute(target, Example())
+    if simple.failure is not None:
+        return finding_of(target, Example(), simple, examples=1, wall=time.perf_counter() - start, found_at=1)
+    search = _Search(target, _space(target, kinds, simple), bool(crashes), shrink_time)
+    search.examples = 1
+    _hypothesis(search, max_examples, seed, explain)
+    if search.internal is not None:
+        raise search.internal
+    wall = time.perf_counter() - start
+    if search.best is None:
+        return finding_of(target, Example(), simple, examples=search.examples, wall=wall, found_at=0)
+    example, execution = search.best
+    notes = ["shrinking stopped at its time limit"] if search.out_of_time() else []
+    return finding_of(target, example, execution, examples=search.examples, wall=wall, found_at=search.found_at,
+                      notes=notes)
+
+
+def _hypothesis(search: _Search, max_examples: int, seed: int, explain: bool) -> None:
+    phases = [Phase.generate, Phase.shrink] + ([Phase.explain] if explain else [])
+
+    @hypothesis_seed(seed)
+    @settings(database=None, max_examples=max_examples, deadline=None, phases=phases,
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False)
+    @given(st.data())
+    def body(data: DataObject) -> None:
+        search.body(data)
+
+    try:
+        body()
+    except _Failed:
+        pass
+    except (HypothesisException, ExceptionGroup):
+        if search.best is None:
+            raise
+
+
+def replay(text: str, job: Callable[[], Any] | None = None, *, recover: Callable[[], Any] | None = None,
+           check: Check | None = None) -> Finding:
+    """Run a finding's example again: the same failure and the same trace."""
+    start = time.perf_counter()
+    target, example, mismatch = replaying.decode(text, job, recover, check)
+    execution = execute(target, example)
+    return finding_of(target, example, execution, examples=1, wall=time.perf_counter() - start, found_at=1,
+                      notes=[mismatch] if mismatch else [])

@@ -1,0 +1,136 @@
+"""What a search found: pass or the minimal failing example, told in words (which rank was
+late, which cache answered stale, where the crash hit, who raised where), with its replay
+string and trace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simfs import Result
+from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, PowerLoss, SlowOps, SlowRank
+
+from .example import Crash, Example, Execution
+from .outcome import Event, Failure, FindingRecord
+from .target import Target
+
+
+def _fault_words(fault: Fault, ranks_per_node: int) -> str:
+    if isinstance(fault, SlowRank):
+        return f"rank {fault.rank} started {fault.delay:g} s late"
+    if isinstance(fault, SlowOps):
+        ranks = list(fault.ranks or ())
+        who = f"node {ranks[0] // ranks_per_node}" if ranks else "every node"
+        return f"{who}'s filesystem operations each took {fault.delay:g} s longer"
+    if isinstance(fault, InjectErrno):
+        ranks = list(fault.ranks or ())
+        return f"rank {ranks[0] if ranks else '*'}'s first {fault.op} failed with {fault.name}"
+    return repr(fault)
+
+
+def _crash_words(crash: Crash, execution: Execution) -> str:
+    fault = crash.fault
+    if fault is None:
+        where = "the whole cluster lost power right after the job ended"
+    elif isinstance(fault, PowerLoss):
+        where = f"the whole cluster lost power before operation {fault.after_ops + 1 if fault.after_ops is not None else '?'}"
+    elif isinstance(fault, CrashNode):
+        where = f"node {fault.node} lost power before its operation {(fault.after_ops or 0) + 1}"
+    elif isinstance(fault, CrashServer):
+        where = f"the {fault.mount} server restarted before operation {(fault.after_ops or 0) + 1}"
+    else:
+        where = repr(fault)
+    hit = [e for e in execution.job.trace if e.rank < 0 and e.op in ("crash", "server-crash", "disk-crash")]
+    kept = [f"{e.path}: {e.outcome}" for e in hit if e.op != "crash"] + execution.notes
+    if fault is not None:
+        last = [e for e in execution.job.trace if e.rank >= 0 and hit and e.time <= hit[0].time]
+        if last:
+            e = last[-1]
+            where += f", after rank {e.rank}'s {e.op} {e.path}"
+    return where + "".join(f"\n      kept: {k}" for k in kept)
+
+
+def _stale_lines(result: Result, run: int) -> list[str]:
+    lines = []
+    for e in result.trace:
+        if "(stale: " in e.outcome:
+            said = e.outcome.split("(stale: ", 1)[1].rstrip(")")
+            lines.append(f"{'restart: ' if run else ''}rank {e.rank}'s {e.op} {e.path} -> "
+                         f"{e.outcome.split(' (stale')[0]} at {e.time:.3f}s: {said}")
+    return lines
+
+
+def describe(target: Target, example: Example, execution: Execution) -> str:
+    """The counterexample in words, root cause first."""
+    f = execution.failure
+    lines = []
+    if f is not None:
+        who = f"rank {f.rank} (node {f.rank // target.ranks_per_node})" if f.rank is not None else "the check"
+        run = " of the restarted job (recover)" if f.run == 1 else ""
+        lines.append(f"root cause: {who}{run} {'raised' if f.kind == 'raised' else f.kind + ':'} {f.error}")
+        if f.where:
+            lines.append(f"  at {f.where}")
+    lines.append(f"target: {target.describe()}")
+    what = [_fault_words(fault, target.ranks_per_node) for fault in example.faults]
+    if example.crash is not None and execution.crash_fired:
+        what.append("crash: " + _crash_words(example.crash, execution))
+    stale = []
+    for run, result in enumerate(execution.results):
+        stale.extend(_stale_lines(result, run))
+    what.extend(f"stale cache: {line}" for line in stale[:8])
+    if len(stale) > 8:
+        what.append(f"stale cache: ... {len(stale) - 8} more stale answers in the trace")
+    drawn = [name for name, buf in (("interleaving", example.schedule), ("cache lifetimes", example.lifetimes))
+             if buf is not None and any(buf)]
+    what.append(("drawn: " + " and ".join(drawn)) if drawn else "schedule: the simple order (first ready rank), "
+                                                              "shortest cache lifetimes")
+    lines.append("the counterexample:")
+    lines.extend(f"  - {w}" for w in what)
+    for run, result in enumerate(execution.results):
+        others = [f"rank {r} {type(e).__name__}" for r, e in sorted(result.errors.items())
+                  if f is None or (f.run, f.rank) != (run, r)]
+        hung = sorted(result.hung)
+        if others or hung:
+            tag = "restarted job" if run else "job"
+            lines.append(f"then in the {tag}: " + ", ".join(others + ([f"ranks {hung} hung"] if hung else [])))
+    return "\n".join(lines)
+
+
+def events(execution: Execution) -> list[Event]:
+    return [Event(run, e.time, e.rank, e.node, e.op, e.path, e.outcome)
+            for run, result in enumerate(execution.results) for e in result.trace]
+
+
+@dataclass
+class Finding:
+    """The result of ``scenarios.explore``. ``failed``: a counterexample was found (and shrunk);
+    ``replay`` reruns it exactly with ``scenarios.replay``."""
+
+    failed: bool
+    target: Target
+    examples: int
+    wall_time: float
+    description: str = ""
+    replay: str = ""
+    failure: Failure | None = None
+    trace: list[Event] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
+    found_at: int = 0  # the example that first failed (1-based; 0: none did)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def virtual_time(self) -> float:
+        return sum(r.virtual_time for r in self.results)
+
+    def record(self) -> FindingRecord:
+        return FindingRecord(self.failed, self.description, self.replay, self.examples, self.wall_time,
+                             self.virtual_time, self.failure, list(self.trace))
+
+    def __str__(self) -> str:
+        if not self.failed:
+            return (f"no failure: {self.target.describe()} held over {self.examples} examples "
+                    f"in {self.wall_time:.1f}s")
+        head = (f"FAILED: {self.target.describe()}: found at example {self.found_at}, "
+                f"{self.examples} examples in {self.wall_time:.1f}s (shrunk)")
+        notes = "".join(f"\nnote: {n}" for n in self.notes)
+        return f"{head}\n{self.description}{notes}\nreplay: scenarios.replay({self.replay!r})" \
+               f"\n    or: simfs replay '{self.replay}'"

@@ -1,0 +1,116 @@
+"""Swarm-style fault mixes (FoundationDB's simulation, TigerBeetle's VOPR): each example
+enables a random subset of the fault kinds it may use, then draws that subset's parameters from
+Hypothesis, so one search visits runs with only skew, only stale caches, both, or none --
+rather than every fault at a fixed rate, which hides bugs that one kind of fault masks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+from hypothesis.strategies import DataObject
+
+from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, PowerLoss, SlowOps, SlowRank
+
+from .draws import position, uniform_position
+from .example import PICK_SCALE, Crash, Example
+
+KINDS = ("interleave", "cache", "skew", "slow", "errno")
+DEFAULT_KINDS = ("interleave", "cache", "skew")
+# how late a rank may start: up to five minutes, as after a slow import or a node that joined
+# late; the scale is drawn first so that small and large delays are both common
+SKEW_SCALES = (1.0, 10.0, 60.0, 300.0)
+SLOW_SCALES = (0.001, 0.01, 0.1, 1.0)  # extra virtual seconds per filesystem operation of a node
+ERRNOS = ("EIO", "ENOSPC", "EDQUOT", "ESTALE")
+# Hypothesis keeps the choices of one example within a few kilobytes; decisions past the end of
+# a drawn byte string are the simple ones
+MAX_BUFFER = 2048
+
+
+def fault_kinds(faults: str | Iterable[str]) -> tuple[str, ...]:
+    """``"default"`` (interleavings, cache lifetimes, start skew), ``"all"``, ``"none"``, or
+    an iterable of kinds from ``KINDS``."""
+    if isinstance(faults, str):
+        named = {"default": DEFAULT_KINDS, "all": KINDS, "none": ()}
+        if faults in named:
+            return named[faults]
+        faults = [faults]
+    kinds = tuple(faults)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise ValueError(f"faults: unknown kind(s) {unknown}; use 'default', 'all', 'none' or kinds from {KINDS}")
+    return tuple(k for k in KINDS if k in kinds)
+
+
+@dataclass(frozen=True)
+class Space:
+    """What examples may vary, learnt from one simple run of the job."""
+
+    kinds: tuple[str, ...]
+    nodes: int
+    ranks_per_node: int
+    buffer: int  # bytes of drawn decisions per run
+    ops: tuple[str, ...]  # filesystem operations the job makes (errno targets)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+
+def buffer_size(switches: int) -> int:
+    return min(MAX_BUFFER, 2 * switches + 32)
+
+
+def _scaled(data: DataObject, scales: tuple[float, ...]) -> float:
+    scale = data.draw(st.sampled_from(scales))
+    return scale * data.draw(st.integers(1, 1000)) / 1000
+
+
+def _buffer(data: DataObject, size: int) -> bytes:
+    return data.draw(st.binary(min_size=size, max_size=size))
+
+
+def draw_example(data: DataObject, space: Space) -> Example:
+    """An example without a crash: each kind of the space on or off, then its parameters."""
+    on = {kind for kind in space.kinds if data.draw(st.booleans())}
+    faults: list[Fault] = []
+    if "skew" in on:
+        late = data.draw(st.lists(st.integers(0, space.world_size - 1), min_size=1, max_size=space.world_size,
+                                  unique=True))
+        faults.extend(SlowRank(rank, round(_scaled(data, SKEW_SCALES), 3)) for rank in sorted(late))
+    if "slow" in on:
+        node = data.draw(st.integers(0, space.nodes - 1))
+        ranks = tuple(range(node * space.ranks_per_node, (node + 1) * space.ranks_per_node))
+        faults.append(SlowOps(round(_scaled(data, SLOW_SCALES), 6), ranks=ranks))
+    if "errno" in on and space.ops:
+        faults.append(InjectErrno(data.draw(st.sampled_from(ERRNOS)), op=data.draw(st.sampled_from(space.ops)),
+                                  ranks=(data.draw(st.integers(0, space.world_size - 1)),), count=1))
+    return Example(
+        schedule=_buffer(data, space.buffer) if "interleave" in on else None,
+        lifetimes=_buffer(data, space.buffer) if "cache" in on else None,
+        faults=tuple(faults),
+    )
+
+
+def draw_crash(data: DataObject, space: Space, node_ops: list[int], mounts_with_server: bool) -> Crash:
+    """A crash at an operation drawn uniformly over those of the example's own crash-free run
+    (or right after its end), of a kind drawn from those that apply."""
+    kinds = ["power"] + (["node"] if space.nodes > 1 else []) + (["server"] if mounts_with_server else [])
+    kind = data.draw(st.sampled_from(kinds))
+    pick = position(data.draw(uniform_position), PICK_SCALE)
+    node = data.draw(st.integers(0, space.nodes - 1)) if kind == "node" else None
+    count = node_ops[node] if node is not None else sum(node_ops)
+    point = position(data.draw(uniform_position), count + 1)  # == count: after the job's last operation
+    if point == count:
+        return Crash(None, pick)
+    if node is not None:
+        return Crash(CrashNode(node, after_ops=point), pick)
+    return Crash(CrashServer(after_ops=point) if kind == "server" else PowerLoss(after_ops=point), pick)
+
+
+def draw_recover(data: DataObject, space: Space, example: Example) -> Example:
+    """The restarted job's own decisions (a restart is not a replay of the job's schedule)."""
+    return Example(example.schedule, example.lifetimes, example.faults, example.crash,
+                   recover_schedule=_buffer(data, space.buffer) if example.schedule is not None else None,
+                   recover_lifetimes=_buffer(data, space.buffer) if example.lifetimes is not None else None)

@@ -1,0 +1,92 @@
+"""The outcome of a search as plain, versioned data (msgspec): what reports are made of and
+what the JSON report holds. Schema changes bump ``SCHEMA``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+SCHEMA = 1
+
+
+class Event(msgspec.Struct, frozen=True):
+    """One line of a trace: a filesystem operation, a collective, a cache or crash event.
+    ``run`` is 0 for the job and 1 for the restarted job (``recover``)."""
+
+    run: int
+    time: float
+    rank: int  # -1: not a rank's (a crash, a server restart)
+    node: int  # -1: not a node's
+    op: str
+    path: str
+    outcome: str
+
+
+class Failure(msgspec.Struct, frozen=True):
+    """Where a failing run went wrong first: the root cause, not the symptom."""
+
+    run: int
+    rank: int | None
+    kind: Literal["raised", "hung", "thread", "check", "crashed"]
+    error: str  # "FileExistsError: [Errno 17] File exists: '/shared/trace'"
+    where: str  # file:line in function, of the user's code
+    traceback: str
+
+
+class FindingRecord(msgspec.Struct, frozen=True):
+    """What one ``explore`` found: failed or not, the minimal counterexample in words, the
+    replay string, the failing trace, and what the search cost."""
+
+    failed: bool
+    description: str
+    replay: str
+    examples: int
+    wall_time: float
+    virtual_time: float
+    failure: Failure | None = None
+    trace: list[Event] = []
+
+
+class ScenarioOutcome(msgspec.Struct, frozen=True):
+    """A scenario on one profile: the verdict next to the expected one."""
+
+    scenario: str
+    profile: str
+    family: str
+    expected: Literal["pass", "fail"]
+    verdict: Literal["pass", "fail", "error"]
+    examples: int
+    virtual_time: float
+    wall_time: float
+    finding: FindingRecord | None = None
+    error: str = ""  # the scenario could not run (its own code is broken)
+
+    @property
+    def as_expected(self) -> bool:
+        return self.verdict == self.expected
+
+
+class Report(msgspec.Struct, frozen=True):
+    """A whole ``simfs run``: settings and one outcome per scenario and profile."""
+
+    schema: int
+    simfs_version: str
+    command: str
+    seed: int
+    started: str  # ISO 8601, UTC
+    wall_time: float
+    interrupted: bool
+    outcomes: list[ScenarioOutcome]
+
+
+def encode(report: Report) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(report), indent=2)
+
+
+def decode(data: bytes | str) -> Report:
+    """A report read back, validated against the schema (a clear error names what is wrong)."""
+    report = msgspec.json.decode(data, type=Report)
+    if report.schema != SCHEMA:
+        raise ValueError(f"report schema {report.schema} is not the supported schema {SCHEMA}")
+    return report

@@ -1,0 +1,99 @@
+"""Named scenarios: a rank program with its recovery, property, topology and the verdict
+expected on each profile. ``@scenario`` registers one; the built-in library registers its own
+when ``scenarios.library`` is imported."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from simfs import Result
+
+Expectation = Literal["pass", "fail"]
+Crashes = bool | Literal["exhaustive"]
+Check = Callable[[Result], object]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One registered scenario. ``expect`` maps each profile it runs on to "pass" or "fail"."""
+
+    name: str
+    job: Callable[[], Any]
+    expect: Mapping[str, Expectation]
+    nodes: int = 2
+    ranks_per_node: int = 2
+    recover: Callable[[], Any] | None = None
+    check: Check | None = None
+    crashes: Crashes = False
+    faults: str | tuple[str, ...] = "default"
+    max_examples: int = 100
+    family: str = ""
+    doc: str = ""
+    tags: tuple[str, ...] = field(default=())
+
+    @property
+    def profiles(self) -> list[str]:
+        return list(self.expect)
+
+
+_REGISTRY: dict[str, Scenario] = {}
+
+
+def _check_expect(name: str, expect: Mapping[str, str]) -> dict[str, Expectation]:
+    if not isinstance(expect, Mapping) or not expect:
+        raise ValueError(f"scenario {name!r}: expect must map at least one profile to 'pass' or 'fail', "
+                         f"got {expect!r}")
+    out: dict[str, Expectation] = {}
+    for profile, verdict in expect.items():
+        if verdict not in ("pass", "fail"):
+            raise ValueError(f"scenario {name!r}: expect[{profile!r}] must be 'pass' or 'fail', got {verdict!r}")
+        out[profile] = verdict
+    return out
+
+
+def scenario(name: str | None = None, *, expect: Mapping[str, str], nodes: int = 2, ranks_per_node: int = 2,
+             recover: Callable[[], Any] | None = None, check: Check | None = None, crashes: Crashes = False,
+             faults: str | Iterable[str] = "default", max_examples: int = 100, family: str = "",
+             tags: Iterable[str] = ()) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """Register the decorated rank program as a scenario (its name defaults to the function's).
+
+    ``expect={"nfs": "fail", "local": "pass"}``: the profiles it runs on and the verdict a
+    correct simulation must reach on each (a naive pattern fails where the real filesystem
+    makes it fail)."""
+
+    def register(job: Callable[[], Any]) -> Callable[[], Any]:
+        key = name or job.__name__
+        if key in _REGISTRY and _REGISTRY[key].job is not job:
+            raise ValueError(f"scenario {key!r} is already registered (by {_REGISTRY[key].job.__module__})")
+        if crashes not in (False, True, "exhaustive"):
+            raise ValueError(f"scenario {key!r}: crashes must be False, True or 'exhaustive', got {crashes!r}")
+        if crashes and recover is None:
+            raise ValueError(f"scenario {key!r}: crashes need a recover program (the restarted job)")
+        _REGISTRY[key] = Scenario(
+            name=key, job=job, expect=_check_expect(key, expect), nodes=nodes, ranks_per_node=ranks_per_node,
+            recover=recover, check=check, crashes=crashes,
+            faults=faults if isinstance(faults, str) else tuple(faults), max_examples=max_examples,
+            family=family, doc=(job.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "), tags=tuple(tags))
+        return job
+
+    return register
+
+
+def load_library() -> None:
+    """Import the built-in library (its modules register their scenarios)."""
+    from . import library  # noqa: F401  (registers on import)
+
+
+def get(name: str) -> Scenario:
+    load_library()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"no scenario named {name!r}; `simfs list` shows them") from None
+
+
+def all_scenarios() -> list[Scenario]:
+    load_library()
+    return list(_REGISTRY.values())

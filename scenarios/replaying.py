@@ -1,0 +1,101 @@
+"""Replay strings of findings: the target and the example, as compressed JSON data (never
+code). Jobs that cannot be imported again (``__main__`` functions, closures, lambdas) are found
+in this process only, by the search that made the string."""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from simfs.faults import fault_from_dict, fault_to_dict
+from simfs.profiles import Profile
+from simfs.runspec import hash_mismatch, hash_seed, job_reference, profile_from_spec, profile_spec, resolve_job
+
+from .example import Crash, Example
+from .target import Target
+
+PREFIX = "scenarios1:"
+_LIVE: dict[str, Callable[..., Any]] = {}  # "live:N" -> a callable of this process
+
+
+def _reference(fn: Callable[..., Any] | None) -> str | None:
+    if fn is None:
+        return None
+    ref = job_reference(fn)
+    if ref is not None:
+        return ref
+    for key, known in _LIVE.items():
+        if known is fn:
+            return key
+    key = f"live:{len(_LIVE)}:{getattr(fn, '__qualname__', 'callable')}"
+    _LIVE[key] = fn
+    return key
+
+
+def _resolve(ref: str | None, given: Callable[..., Any] | None, what: str) -> Callable[..., Any] | None:
+    if given is not None or ref is None:
+        return given
+    if ref.startswith("live:"):
+        if ref in _LIVE:
+            return _LIVE[ref]
+        name = ref.split(":", 2)[2]
+        raise ValueError(f"this replay string's {what} {name!r} was not importable (a __main__ function, closure or "
+                         f"lambda) and is not in this process; pass it: scenarios.replay(text, {what}=...)")
+    return resolve_job(ref)
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _bytes(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def encode(target: Target, example: Example) -> str:
+    crash = example.crash
+    spec = {
+        "v": 1, "job": _reference(target.job), "recover": _reference(target.recover),
+        "check": _reference(target.check), "nodes": target.nodes, "rpn": target.ranks_per_node,
+        "profile": profile_spec(target.profile), "schedule": _b64(example.schedule),
+        "lifetimes": _b64(example.lifetimes), "faults": [fault_to_dict(f) for f in example.faults],
+        "crash": None if crash is None else {
+            "fault": None if crash.fault is None else fault_to_dict(crash.fault), "pick": crash.pick,
+            "exact": crash.exact},
+        "rschedule": _b64(example.recover_schedule), "rlifetimes": _b64(example.recover_lifetimes),
+        "hash": hash_seed(),
+    }
+    raw = json.dumps(spec, separators=(",", ":"), sort_keys=True).encode()
+    return PREFIX + base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[..., Any] | None = None,
+           check: Callable[..., Any] | None = None) -> tuple[Target, Example, str]:
+    """The target and example of a replay string, and a note if str hashing differs."""
+    if not isinstance(text, str) or not text.strip().startswith(PREFIX):
+        raise ValueError(f"not a scenarios replay string (it should start with {PREFIX!r}): {str(text)[:40]!r}")
+    body = text.strip()[len(PREFIX):]
+    try:
+        spec = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
+        crash = spec["crash"]
+        example = Example(
+            schedule=_bytes(spec["schedule"]), lifetimes=_bytes(spec["lifetimes"]),
+            faults=tuple(fault_from_dict(f) for f in spec["faults"]),
+            crash=None if crash is None else Crash(
+                None if crash["fault"] is None else fault_from_dict(crash["fault"]), int(crash["pick"]),
+                bool(crash["exact"])),
+            recover_schedule=_bytes(spec["rschedule"]), recover_lifetimes=_bytes(spec["rlifetimes"]))
+        profile: Profile = profile_from_spec(spec["profile"])
+        nodes, rpn = int(spec["nodes"]), int(spec["rpn"])
+        refs = spec["job"], spec["recover"], spec["check"]
+    except (ValueError, KeyError, TypeError, zlib.error) as exc:
+        raise ValueError(f"corrupt scenarios replay string ({type(exc).__name__}: {exc}); copy it whole") from None
+    resolved_job = _resolve(refs[0], job, "job")
+    if resolved_job is None:
+        raise ValueError("this replay string names no job")
+    target = Target(resolved_job, nodes, rpn, profile, recover=_resolve(refs[1], recover, "recover"),
+                    check=_resolve(refs[2], check, "check"))
+    return target, example, hash_mismatch(spec.get("hash"))

@@ -1,0 +1,35 @@
+"""What a search runs: the job, its restarted job, the property, and the cluster it runs on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import simfs
+from simfs import Result
+
+Check = Callable[[Result], object]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A job with its optional ``recover`` (run on the restarted cluster) and ``check``."""
+
+    job: Callable[[], Any]
+    nodes: int
+    ranks_per_node: int
+    profile: simfs.Profile
+    recover: Callable[[], Any] | None = None
+    check: Check | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    def cluster(self) -> simfs.Cluster:
+        return simfs.Cluster(nodes=self.nodes, ranks_per_node=self.ranks_per_node, profile=self.profile)
+
+    def describe(self) -> str:
+        return (f"{getattr(self.job, '__qualname__', repr(self.job))} on {self.profile.name} "
+                f"({self.nodes} node{'s' if self.nodes > 1 else ''} x {self.ranks_per_node} ranks)")
