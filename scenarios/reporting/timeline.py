@@ -1,0 +1,456 @@
+"""The timeline of a counterexample as inline SVG: a lane per rank, and one for what is no rank's
+(crashes, server restarts, evictions), on a virtual-time axis.
+
+Readable with hundreds of events: marks that start at one virtual time stand side by side in
+the order they happened, a stretch with nothing starting that is far longer than the others is
+cut short (an axis break), and a lane's repeats of one operation with one outcome (a polling
+loop) collapse into one bar. Its classes are styled by :data:`STYLE`."""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import itertools
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from html import escape
+
+from ..outcome import Event, Failure
+
+CRASHES = frozenset({"crash", "server-crash", "disk-crash"})
+
+STYLE = """
+svg.timeline { font: 11px system-ui, sans-serif; display: block; }
+svg.timeline .lane-bg { fill: #f6f7f9; }
+svg.timeline .lane:nth-of-type(even) .lane-bg { fill: #eceef2; }
+svg.timeline .lane-label { fill: #333; dominant-baseline: middle; }
+svg.timeline .mark { fill: #4c72b0; cursor: pointer; }
+svg.timeline .mark.coll { fill: #2f9e6a; }
+svg.timeline .mark.cluster { fill: #8064a2; }
+svg.timeline .mark.err { fill: #e0861a; }
+svg.timeline .mark.timeout, svg.timeline .mark.crash { fill: #d62728; }
+svg.timeline .count { fill: #fff; font-size: 9px; text-anchor: middle; pointer-events: none; }
+svg.timeline .halo { fill: #ffd400; }
+svg.timeline .failing { stroke: #000; stroke-width: 2; }
+svg.timeline .sleep { stroke: #888; stroke-dasharray: 3 2; }
+svg.timeline .crash-line { stroke: #d62728; stroke-width: 2; }
+svg.timeline .crash-label { fill: #d62728; font-size: 10px; }
+svg.timeline .break { fill: url(#hatch); }
+svg.timeline .axis line { stroke: #555; }
+svg.timeline .axis text { fill: #333; font-size: 10px; text-anchor: middle; }
+svg.timeline .failing-label rect { fill: #fff; stroke: #000; }
+svg.timeline .failing-label text { font: 11px ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace; }
+svg.timeline .leader { stroke: #000; }
+"""
+
+_LEFT = 130.0  # lane labels
+_TARGET = 900.0  # the width the time area aims for (more when there are many marks)
+_RIGHT = 24.0
+_TOP = 36.0  # the failing operation's label, crash labels
+_LANE = 24.0
+_MARK = 14.0  # mark height
+_AXIS = 40.0  # tick labels, break labels
+_CUT = 28.0  # an axis break
+_GAP = 1.0  # least room between two marks' columns
+_CHAR = 6.6  # width of a character of the failing label (11 px monospace)
+_LABEL_CHARS = 90
+_TIMES = "\N{MULTIPLICATION SIGN}"  # before the count of a collapsed run of repeats
+
+
+def failing_event(trace: Sequence[Event], failure: Failure | None) -> Event | None:
+    """The operation where ``failure`` happened: of its run and rank, the last one whose outcome
+    is the errno its error names (on the path it names, if any), else that rank's last one."""
+    if failure is None or failure.rank is None:
+        return None
+    mine = [e for e in trace if e.run == failure.run and e.rank == failure.rank]
+    name = _errno_named(failure.error)
+    matching = [e for e in mine if name and _errno_of(e.outcome) == name]
+    on_path = [e for e in matching if e.path and repr(e.path) in failure.error]
+    for candidates in (on_path, matching, mine):
+        if candidates:
+            return candidates[-1]
+    return None
+
+
+def _errno_named(error: str) -> str | None:
+    """'EEXIST' for "FileExistsError: [Errno 17] File exists: ..." (or an errno name in it)."""
+    number = re.search(r"\[Errno (\d+)\]", error)
+    if number:
+        return errno.errorcode.get(int(number.group(1)))
+    return next((word for word in re.findall(r"\bE[A-Z0-9]+\b", error) if hasattr(errno, word)), None)
+
+
+def _errno_of(outcome: str) -> str | None:
+    """'ENOENT' for the outcome 'ENOENT (stale: ...)', None for 'ok' or 'arrived'."""
+    first = outcome.split(" ", 1)[0]
+    return first if first.startswith("E") and hasattr(errno, first) else None
+
+
+def describe(event: Event) -> str:
+    """'mkdir /shared/trace → EEXIST'."""
+    return " ".join(part for part in (event.op, event.path, "→", event.outcome) if part)
+
+
+def failing_label(event: Event, failure: Failure | None) -> str:
+    """'rank 1: mkdir /shared/trace → EEXIST'; when the operation is only the rank's last before
+    it raised, the exception follows: 'rank 1: close /shared/ckpt/latest → ok, then JSONDecodeError'."""
+    text = f"rank {event.rank}: {describe(event)}"
+    if failure is None or failure.kind not in ("raised", "thread"):
+        return text
+    named = _errno_named(failure.error)
+    if named is not None and named == _errno_of(event.outcome):
+        return text
+    name = failure.error.split(":", 1)[0].rsplit(".", 1)[-1]
+    return f"{text}, then {name}" if name.isidentifier() else text
+
+
+def _who(event: Event) -> str:
+    if event.rank >= 0:
+        return f"rank {event.rank} (node{event.node})"
+    return f"node{event.node}" if event.node >= 0 else "cluster"
+
+
+@dataclass
+class _Mark:
+    """One event, or a lane's run of identical ones (same operation, path and outcome)."""
+
+    first: Event
+    last: Event
+    failing: bool
+    count: int = 1
+
+    @property
+    def kind(self) -> str:
+        e = self.first
+        if e.rank < 0:
+            return "crash" if e.op in CRASHES else "cluster"
+        return "op" if e.path.startswith("/") else "coll"  # a collective's path is its group
+
+    @property
+    def classes(self) -> str:
+        outcome = self.first.outcome
+        words = ["mark", self.kind]
+        if outcome.startswith("timeout"):
+            words.append("timeout")
+        elif _errno_of(outcome):
+            words.append("err")
+        if "(stale:" in outcome:
+            words.append("stale")
+        if self.failing:
+            words.append("failing")
+        return " ".join(words)
+
+    @property
+    def title(self) -> str:
+        text = f"{self.first.time:.6f} s  {_who(self.first)}: {describe(self.first)}"
+        if self.count > 1:
+            text += f"  ({_TIMES}{self.count}, the last at {self.last.time:.6f} s)"
+        return text
+
+
+def _marks(events: Iterable[Event], failing: Event | None) -> tuple[list[_Mark], list[Event]]:
+    """The marks of one run's events (time-sorted) and its ranks' sleeps (drawn as lines)."""
+    marks: list[_Mark] = []
+    sleeps: list[Event] = []
+    latest: dict[int, _Mark] = {}  # each lane's last mark
+    for event in events:
+        if event.op == "sleep" and event.rank >= 0:
+            sleeps.append(event)
+            continue
+        is_failing = event is failing
+        mark = latest.get(event.rank)
+        last = mark.last if mark else None
+        if (mark is not None and last is not None and not (mark.failing or is_failing)
+                and (last.op, last.path, last.outcome) == (event.op, event.path, event.outcome)):
+            mark.last, mark.count = event, mark.count + 1
+            continue
+        latest[event.rank] = mark = _Mark(event, event, is_failing)
+        marks.append(mark)
+    return marks, sleeps
+
+
+def _sleep_end(event: Event) -> float:
+    try:
+        return event.time + float(event.outcome.rstrip("s"))
+    except ValueError:
+        return event.time
+
+
+@dataclass
+class _Axis:
+    """Where virtual times lie: a column per time at which marks start (as wide as they are side
+    by side), linear in between, with long empty stretches cut to a fixed width."""
+
+    times: list[float]
+    lefts: list[float]
+    widths: list[float]
+    cut: list[bool]  # whether the stretch after each time is cut short
+    slot: float  # the width of a mark's place in its column
+
+    @classmethod
+    def build(cls, marks: Sequence[_Mark], ends: Iterable[float]) -> _Axis:
+        starts = Counter(m.first.time for m in marks)
+        times = sorted({*starts, *ends})
+        slot = max(2.0, min(6.0, 0.6 * _TARGET / max(len(marks), 1)))
+        widths = [starts[t] * slot for t in times]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        cut = [gap > _cut_above(gaps, times[-1] - times[0]) for gap in gaps]
+        linear = sum(gap for gap, c in zip(gaps, cut) if not c)
+        fixed = sum(widths) + _CUT * sum(cut) + _GAP * len(gaps)
+        scale = max(_TARGET - fixed, 0.4 * _TARGET) / linear if linear > 0 else 0.0
+        lefts, x = [], _LEFT + 8
+        for i, width in enumerate(widths):
+            lefts.append(x)
+            x += width + (0.0 if i == len(gaps) else _CUT if cut[i] else _GAP + gaps[i] * scale)
+        return cls(times, lefts, widths, cut, slot)
+
+    @property
+    def end(self) -> float:
+        return self.lefts[-1] + self.widths[-1]
+
+    def x(self, t: float) -> float:
+        """Where time ``t`` lies (a column's time: its left edge, where its first mark starts)."""
+        i = max(bisect.bisect_right(self.times, t) - 1, 0)
+        right = self.lefts[i] + self.widths[i]
+        if t <= self.times[i]:
+            return self.lefts[i]
+        if i + 1 == len(self.times):
+            return right
+        fraction = (t - self.times[i]) / (self.times[i + 1] - self.times[i])
+        return right + fraction * (self.lefts[i + 1] - right)
+
+    def segments(self) -> list[tuple[int, int]]:
+        """Index ranges of the columns between axis breaks."""
+        bounds = [0, *(i + 1 for i, c in enumerate(self.cut) if c), len(self.times)]
+        return [(a, b - 1) for a, b in itertools.pairwise(bounds)]
+
+    def ticks(self) -> list[tuple[float, str]]:
+        """(x, label) of each tick: every segment's start and round times within it, spaced so
+        that their labels do not overlap."""
+        out: list[tuple[float, str]] = []
+        for first, last in self.segments():
+            t0, t1 = self.times[first], self.times[last]
+            wanted = max(1, int((self.lefts[last] + self.widths[last] - self.lefts[first]) / 110))
+            step = _nice((t1 - t0) / wanted) if t1 > t0 else 0.0
+            rounds = range(math.ceil(t0 / step - 1e-9), math.floor(t1 / step + 1e-9) + 1) if step else range(0)
+            if rounds:
+                decimals = max(0, -math.floor(math.log10(step)))
+                out.extend((self.x(k * step), _tick_label(k * step, decimals)) for k in rounds)
+            else:  # no round time in it: its own time, in full
+                out.append((self.lefts[first], _tick_label(t0, 7)))
+        return _spaced(out)
+
+    def breaks(self) -> list[tuple[float, float, float]]:
+        """(x from, x to, seconds cut) of each axis break."""
+        return [(self.lefts[i] + self.widths[i], self.lefts[i + 1], self.times[i + 1] - self.times[i])
+                for i, c in enumerate(self.cut) if c]
+
+
+def _spaced(labels: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    """The (x, text) labels, centred at x, less those that would overlap the one kept before."""
+    out: list[tuple[float, str]] = []
+    for x, text in labels:
+        if not out or x - out[-1][0] >= _CHAR * (len(out[-1][1]) + len(text)) / 2 + 8:
+            out.append((x, text))
+    return out
+
+
+def _cut_above(gaps: list[float], span: float) -> float:
+    """How long a stretch with nothing starting must be to be cut short: far longer than most
+    (20 times the median) and a noticeable part of the run (5 %)."""
+    nonzero = sorted(g for g in gaps if g > 0)
+    if not nonzero:
+        return math.inf
+    return max(20 * nonzero[len(nonzero) // 2], 0.05 * span)
+
+
+def _nice(raw: float) -> float:
+    """The 1, 2 or 5 times a power of ten at least ``raw``."""
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
+
+
+def _tick_label(value: float, decimals: int) -> str:
+    text = f"{value:.{decimals}f}"
+    return (text.rstrip("0").rstrip(".") if "." in text else text) + " s"
+
+
+def _seconds_cut(value: float) -> str:
+    return f"+{value:,.0f} s" if value >= 10 else f"+{value:.3g} s"
+
+
+def timeline_svgs(trace: Sequence[Event], failure: Failure | None) -> list[tuple[int, str]]:
+    """(run, SVG) for each run of ``trace``: the job (0) and, after a crash, the restarted job (1)."""
+    failing = failing_event(trace, failure)
+    nodes: dict[int, int] = {}
+    for e in trace:
+        nodes.setdefault(e.rank, e.node)
+    ranks = sorted({r for r in nodes if r >= 0} | ({failure.rank} if failure and failure.rank is not None else set()))
+    runs = sorted({e.run for e in trace})
+    return [(run, _Panel(run, [e for e in trace if e.run == run], ranks, nodes, failing, failure).svg())
+            for run in runs]
+
+
+class _Panel:
+    """One run's timeline."""
+
+    def __init__(self, run: int, events: list[Event], ranks: list[int], nodes: dict[int, int],
+                 failing: Event | None, failure: Failure | None) -> None:
+        self.run = run
+        self.failure = failure
+        self.events = sorted(events, key=lambda e: e.time)  # stable: ties keep the order they happened in
+        self.marks, self.sleeps = _marks(self.events, failing)
+        self.lanes = ranks + ([-1] if any(e.rank < 0 for e in events) else [])
+        self.nodes = nodes
+        self.axis = _Axis.build(self.marks, (_sleep_end(e) for e in self.sleeps))
+        self.width = max(self.axis.end, _LEFT + 8) + _RIGHT
+        self.bottom = _TOP + _LANE * len(self.lanes)
+
+    def mid(self, lane: int) -> float:
+        return _TOP + _LANE * (self.lanes.index(lane) + 0.5)
+
+    def svg(self) -> str:
+        slots = self._slots()
+        parts = [f'<svg class="timeline" data-run="{self.run}" xmlns="http://www.w3.org/2000/svg" '
+                 f'width="{self.width:.0f}" height="{self.bottom + _AXIS:.0f}" role="img" '
+                 f'aria-label="timeline of run {self.run}">',
+                 '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
+                 'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>'
+                 '<line y2="6" stroke="#ccc" stroke-width="3"/></pattern></defs>']
+        for lane in self.lanes:
+            parts.append(self._lane(lane, [m for m in self.marks if m.first.rank == lane], slots))
+        parts.extend(self._breaks())
+        parts.extend(self._crash_lines(slots))
+        parts.append(self._axis())
+        parts.extend(self._failing_label(m, slots[id(m)]) for m in self.marks if m.failing)
+        parts.append("</svg>")
+        return "\n".join(parts)
+
+    def _slots(self) -> dict[int, float]:
+        """The left x of each mark: its time's column, then its place among the marks there."""
+        taken: Counter[float] = Counter()
+        out: dict[int, float] = {}
+        for mark in self.marks:
+            t = mark.first.time
+            out[id(mark)] = self.axis.lefts[self.axis.times.index(t)] + taken[t] * self.axis.slot
+            taken[t] += 1
+        return out
+
+    def _lane(self, lane: int, marks: list[_Mark], slots: dict[int, float]) -> str:
+        y = self.mid(lane)
+        label = f"rank {lane} · node{self.nodes[lane]}" if lane >= 0 and lane in self.nodes else \
+            f"rank {lane}" if lane >= 0 else "cluster"
+        kind = "rank" if lane >= 0 else "cluster"
+        parts = [f'<g class="lane {kind}" data-rank="{lane}">',
+                 f'<rect class="lane-bg" x="0" y="{y - _LANE / 2:.1f}" width="{self.width:.0f}" height="{_LANE}"/>',
+                 f'<text class="lane-label" x="8" y="{y:.1f}">{escape(label)}</text>']
+        parts.extend(self._sleep(e, y) for e in self.sleeps if e.rank == lane)
+        parts.extend(self._mark(m, slots[id(m)], y) for m in marks)
+        parts.append("</g>")
+        return "\n".join(parts)
+
+    def _sleep(self, event: Event, y: float) -> str:
+        title = escape(f"{event.time:.6f} s  {_who(event)} sleeps {event.outcome}")
+        return (f'<line class="sleep" x1="{self.axis.x(event.time):.1f}" x2="{self.axis.x(_sleep_end(event)):.1f}" '
+                f'y1="{y:.1f}" y2="{y:.1f}"><title>{title}</title></line>')
+
+    def _mark(self, mark: _Mark, x: float, y: float) -> str:
+        width = max(self.axis.slot - 1, 1.5)
+        if mark.count > 1:
+            width = max(width, self.axis.x(mark.last.time) - x)
+        top = y - _MARK / 2
+        title = f"<title>{escape(mark.title)}</title>"
+        parts = []
+        if "stale" in mark.classes:
+            parts.append(f'<rect class="halo" x="{x - 3:.1f}" y="{top - 3:.1f}" width="{width + 6:.1f}" '
+                         f'height="{_MARK + 6}" rx="2"/>')
+        if mark.kind == "coll" and mark.count == 1:
+            cx, half = x + width / 2, max(width / 2, 3.0)
+            parts.append(f'<polygon class="{mark.classes}" points="{cx:.1f},{top:.1f} {cx + half:.1f},{y:.1f} '
+                         f'{cx:.1f},{top + _MARK:.1f} {cx - half:.1f},{y:.1f}">{title}</polygon>')
+        else:
+            parts.append(f'<rect class="{mark.classes}" x="{x:.1f}" y="{top:.1f}" width="{width:.1f}" '
+                         f'height="{_MARK}" rx="{1 if mark.kind == "op" else width / 2:.1f}">{title}</rect>')
+        if mark.count > 1 and width >= 20:
+            parts.append(f'<text class="count" x="{x + width / 2:.1f}" y="{y + 3:.1f}">{_TIMES}{mark.count}</text>')
+        return "".join(parts)
+
+    def _breaks(self) -> list[str]:
+        return [f'<rect class="break" x="{x0 + 2:.1f}" y="{_TOP:.1f}" width="{x1 - x0 - 4:.1f}" '
+                f'height="{self.bottom - _TOP:.1f}"><title>{escape(_seconds_cut(cut))} with no operation '
+                f'starting, cut short</title></rect>' for x0, x1, cut in self.axis.breaks()]
+
+    def _crash_lines(self, slots: dict[int, float]) -> list[str]:
+        """A red line across the lanes where crashes hit (one for those at one virtual time),
+        labeled with what crashed (a node's disk losing its unsynced state goes without saying)."""
+        at: dict[float, list[_Mark]] = {}
+        for mark in self.marks:
+            if mark.kind == "crash":
+                at.setdefault(mark.first.time, []).append(mark)
+        out = []
+        for marks in at.values():
+            x = slots[id(marks[0])] + self.axis.slot / 2
+            text = ", ".join(f"{m.first.op} {m.first.path}" for m in marks if m.first.op != "disk-crash")
+            title = "\n".join(m.title for m in marks)
+            out.append(f'<g class="crash-marker"><line class="crash-line" x1="{x:.1f}" x2="{x:.1f}" '
+                       f'y1="{_TOP - 8:.1f}" y2="{self.bottom:.1f}"><title>{escape(title)}</title></line>'
+                       f'{self._crash_label(x, _clip(text, 60))}</g>')
+        return out
+
+    def _crash_label(self, x: float, text: str) -> str:
+        """Right of the line, or left of it where the timeline ends too soon."""
+        fits = x + 3 + 6 * len(text) < self.width
+        return (f'<text class="crash-label" x="{x + 3 if fits else x - 3:.1f}" y="{_TOP - 4:.1f}" '
+                f'text-anchor="{"start" if fits else "end"}">{escape(text)}</text>')
+
+    def _axis(self) -> str:
+        y = self.bottom
+        parts = [f'<g class="axis"><line x1="{_LEFT:.0f}" x2="{self.width - _RIGHT / 2:.0f}" y1="{y:.1f}" '
+                 f'y2="{y:.1f}"/>']
+        for x, label in self.axis.ticks():
+            parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y:.1f}" y2="{y + 4:.1f}"/>'
+                         f'<text x="{x:.1f}" y="{y + 15:.1f}">{escape(label)}</text>')
+        for x, label in _spaced([((x0 + x1) / 2, _seconds_cut(cut)) for x0, x1, cut in self.axis.breaks()]):
+            parts.append(f'<text x="{x:.1f}" y="{y + 30:.1f}">{escape(label)}</text>')
+        parts.append("</g>")
+        return "".join(parts)
+
+    def _failing_label(self, mark: _Mark, x: float) -> str:
+        """The failing operation named above the lanes, with a line down to its mark."""
+        text = _clip(failing_label(mark.first, self.failure), _LABEL_CHARS)
+        width = _CHAR * len(text) + 8
+        left = max(4.0, min(x - 12, self.width - width - 4))
+        cx = x + max(self.axis.slot - 1, 1.5) / 2
+        return (f'<g class="failing-label"><line class="leader" x1="{cx:.1f}" x2="{cx:.1f}" y1="21" '
+                f'y2="{self.mid(mark.first.rank) - _MARK / 2:.1f}"/>'
+                f'<rect x="{left:.1f}" y="4" width="{width:.1f}" height="17" rx="3"/>'
+                f'<text x="{left + 4:.1f}" y="16">{escape(text)}</text>'
+                f'<title>{escape(mark.title)}</title></g>')
+
+
+def _clip(text: str, most: int) -> str:
+    return text if len(text) <= most else text[:most - 1] + "\N{HORIZONTAL ELLIPSIS}"
+
+
+def legend_svg() -> str:
+    """A key to the marks, styled as the timelines are."""
+    keys = [('<rect class="mark op" x="0" y="3" width="4" height="14" rx="1"/>', "filesystem operation"),
+            ('<rect class="mark op err" x="0" y="3" width="4" height="14" rx="1"/>', "errno"),
+            ('<polygon class="mark coll" points="2,3 6,10 2,17 -2,10"/>', "collective"),
+            ('<rect class="mark coll timeout" x="0" y="3" width="4" height="14" rx="2"/>', "timeout"),
+            ('<rect class="halo" x="-3" y="0" width="10" height="20" rx="2"/>'
+             '<rect class="mark op" x="0" y="3" width="4" height="14" rx="1"/>', "stale cache answer"),
+            ('<rect class="mark op" x="-6" y="3" width="16" height="14" rx="1"/>', "repeats, collapsed"),
+            ('<line class="sleep" x1="-6" x2="10" y1="10" y2="10"/>', "sleep"),
+            ('<rect class="mark cluster" x="0" y="3" width="4" height="14" rx="2"/>', "cluster event"),
+            ('<line class="crash-line" x1="2" x2="2" y1="0" y2="20"/>', "crash"),
+            ('<rect class="mark op err failing" x="0" y="3" width="4" height="14" rx="1"/>', "the failing operation")]
+    items, x = [], 8.0
+    for shape, text in keys:
+        items.append(f'<g transform="translate({x:.0f},1)">{shape}<text x="14" y="14">{escape(text)}</text></g>')
+        x += 28 + 6.2 * len(text)
+    return (f'<svg class="timeline legend" xmlns="http://www.w3.org/2000/svg" height="22" width="{x:.0f}">'
+            + "".join(items) + "</svg>")
