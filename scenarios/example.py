@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import simfs
 from simfs import Result
 from simfs.faults import Fault
 from simfs.fs.journal import CrashState
@@ -19,6 +20,7 @@ from .verdict import judge
 # crash states considered when a crash is drawn (the simplest first, identical images merged)
 STATE_LIMIT = 256
 PICK_SCALE = 1 << 32
+Picker = Callable[[str, Server], CrashState]
 
 
 @dataclass(frozen=True)
@@ -31,9 +33,11 @@ class Crash:
     pick: int = 0
     exact: bool = False
 
-    def picker(self) -> Callable[[str, Server], CrashState]:
-        def pick(_mount: str, server: Server) -> CrashState:
+    def picker(self) -> Picker:
+        def pick(mount: str, server: Server) -> CrashState:
             states = server.crash_states(STATE_LIMIT)
+            if self.exact and mount == "/":
+                return states[0]  # a node's own disk: nothing unsynced kept (exhaustive walks the shared ones)
             index = self.pick if self.exact else self.pick * len(states) // PICK_SCALE
             return states[min(index, len(states) - 1)]
         return pick
@@ -72,12 +76,12 @@ def _crash_fired(result: Result) -> bool:
     return bool(result.crashed) or any(e.rank < 0 and e.op in ("server-crash", "crash") for e in result.trace)
 
 
-def execute(target: Target, example: Example) -> Execution:
-    """Run the example: the job (with its crash, if any), then ``recover`` on the restarted
-    cluster; judge each run that the property applies to."""
+def start(target: Target, example: Example, picker: Picker | None = None) -> tuple[simfs.Cluster, Execution]:
+    """Run the job of an example (with its crash, if any) on a new cluster; ``picker``
+    replaces the crash's own choice of crash states."""
     cluster = target.cluster()
     crash = example.crash
-    cluster.fs.crash_picker = (crash or Crash(None)).picker()
+    cluster.fs.crash_picker = picker or (crash or Crash(None)).picker()
     faults = list(example.faults)
     if crash is not None and crash.fault is not None:
         faults.append(crash.fault)
@@ -86,8 +90,14 @@ def execute(target: Target, example: Example) -> Execution:
     if crash is not None and crash.fault is None:
         execution.notes = cluster.power_loss()
         execution.crash_fired = True
-    if not first.crashed:  # a job whose ranks died in a crash is not judged: its restart is
-        execution.failure = judge(first, target.check, run=0)
+    return cluster, execution
+
+
+def finish(cluster: simfs.Cluster, target: Target, example: Example, execution: Execution) -> Execution:
+    """Judge the job's run (unless its ranks died in a crash: then only the restart is
+    judged), then run ``recover`` on the restarted cluster and judge it."""
+    if not execution.job.crashed:
+        execution.failure = judge(execution.job, target.check, run=0)
     if execution.failure is None and target.recover is not None:
         second = cluster.run(target.recover, faults=[],
                              choices=BufferChoices(example.recover_schedule, example.recover_lifetimes))
@@ -96,11 +106,9 @@ def execute(target: Target, example: Example) -> Execution:
     return execution
 
 
-def simple_run(target: Target) -> Result:
-    """The job once with every decision simple and no fault: what the search calibrates on."""
-    cluster = target.cluster()
-    cluster.fs.crash_picker = Crash(None).picker()
-    return cluster.run(target.job, faults=[], choices=BufferChoices(None, None))
+def execute(target: Target, example: Example) -> Execution:
+    """Run the example: the job, then ``recover`` on the restarted cluster."""
+    cluster, execution = start(target, example)
+    return finish(cluster, target, example, execution)
 
 
-__all__ = ["Crash", "Example", "Execution", "execute", "simple_run"]

@@ -20,7 +20,7 @@ import simfs
 
 from . import replaying
 from .example import Example, Execution, execute
-from .finding import Finding, describe, events
+from .finding import Finding, finding_of
 from .mix import Space, buffer_size, draw_crash, draw_example, draw_recover, fault_kinds
 from .registry import Crashes
 from .target import Check, Target
@@ -108,16 +108,6 @@ def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, ch
     return Target(job, nodes, ranks_per_node, simfs.profiles.get(profile), recover=recover, check=check)
 
 
-def finding_of(target: Target, example: Example, execution: Execution, *, examples: int, wall: float,
-               found_at: int, notes: Iterable[str] = ()) -> Finding:
-    failed = execution.failure is not None
-    return Finding(failed=failed, target=target, examples=examples, wall_time=wall,
-                   description=describe(target, example, execution) if failed else "",
-                   replay=replaying.encode(target, example), failure=execution.failure,
-                   trace=events(execution), results=execution.results, found_at=found_at if failed else 0,
-                   notes=list(notes))
-
-
 def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None, check: Check | None = None,
             nodes: int, ranks_per_node: int, profile: str | simfs.Profile, faults: str | Iterable[str] = "default",
             crashes: Crashes = False, max_examples: int = 100, seed: int = 0, shrink_time: float = SHRINK_TIME,
@@ -142,7 +132,7 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     if crashes == "exhaustive":
         from .exhaustive import exhaust
 
-        return exhaust(target, limit=max(max_examples, 1000), start=start)
+        return exhaust(target, limit=max(max_examples, 1000), started=start)
     simple = execute(target, Example())
     if simple.failure is not None:
         return finding_of(target, Example(), simple, examples=1, wall=time.perf_counter() - start, found_at=1)
@@ -174,7 +164,7 @@ def _hypothesis(search: _Search, max_examples: int, seed: int, explain: bool) ->
         body()
     except _Failed:
         pass
-    except (HypothesisException, ExceptionGroup):
+    except HypothesisException:
         if search.best is None:
             raise
 

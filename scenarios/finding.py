@@ -4,11 +4,13 @@ string and trace."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from simfs import Result
 from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, PowerLoss, SlowOps, SlowRank
 
+from . import replaying
 from .example import Crash, Example, Execution
 from .outcome import Event, Failure, FindingRecord
 from .target import Target
@@ -32,7 +34,7 @@ def _crash_words(crash: Crash, execution: Execution) -> str:
     if fault is None:
         where = "the whole cluster lost power right after the job ended"
     elif isinstance(fault, PowerLoss):
-        where = f"the whole cluster lost power before operation {fault.after_ops + 1 if fault.after_ops is not None else '?'}"
+        where = f"the whole cluster lost power before operation {(fault.after_ops or 0) + 1}"
     elif isinstance(fault, CrashNode):
         where = f"node {fault.node} lost power before its operation {(fault.after_ops or 0) + 1}"
     elif isinstance(fault, CrashServer):
@@ -40,7 +42,7 @@ def _crash_words(crash: Crash, execution: Execution) -> str:
     else:
         where = repr(fault)
     hit = [e for e in execution.job.trace if e.rank < 0 and e.op in ("crash", "server-crash", "disk-crash")]
-    kept = [f"{e.path}: {e.outcome}" for e in hit if e.op != "crash"] + execution.notes
+    kept = [f"{e.path}: {e.outcome.split(' (')[0]}" for e in hit if e.op != "crash"] + execution.notes
     if fault is not None:
         last = [e for e in execution.job.trace if e.rank >= 0 and hit and e.time <= hit[0].time]
         if last:
@@ -52,10 +54,9 @@ def _crash_words(crash: Crash, execution: Execution) -> str:
 def _stale_lines(result: Result, run: int) -> list[str]:
     lines = []
     for e in result.trace:
-        if "(stale: " in e.outcome:
-            said = e.outcome.split("(stale: ", 1)[1].rstrip(")")
-            lines.append(f"{'restart: ' if run else ''}rank {e.rank}'s {e.op} {e.path} -> "
-                         f"{e.outcome.split(' (stale')[0]} at {e.time:.3f}s: {said}")
+        if e.stale:
+            lines.append(f"{'restart: ' if run else ''}rank {e.rank}'s {e.op} {e.path} -> {e.outcome} "
+                         f"at {e.time:.3f}s: {e.stale}")
     return lines
 
 
@@ -74,8 +75,8 @@ def describe(target: Target, example: Example, execution: Execution) -> str:
     if example.crash is not None and execution.crash_fired:
         what.append("crash: " + _crash_words(example.crash, execution))
     stale = []
-    for run, result in enumerate(execution.results):
-        stale.extend(_stale_lines(result, run))
+    for index, result in enumerate(execution.results):
+        stale.extend(_stale_lines(result, index))
     what.extend(f"stale cache: {line}" for line in stale[:8])
     if len(stale) > 8:
         what.append(f"stale cache: ... {len(stale) - 8} more stale answers in the trace")
@@ -85,19 +86,20 @@ def describe(target: Target, example: Example, execution: Execution) -> str:
                                                               "shortest cache lifetimes")
     lines.append("the counterexample:")
     lines.extend(f"  - {w}" for w in what)
-    for run, result in enumerate(execution.results):
+    for index, result in enumerate(execution.results):
         others = [f"rank {r} {type(e).__name__}" for r, e in sorted(result.errors.items())
-                  if f is None or (f.run, f.rank) != (run, r)]
+                  if f is None or (f.run, f.rank) != (index, r)]
         hung = sorted(result.hung)
         if others or hung:
-            tag = "restarted job" if run else "job"
+            tag = "restarted job" if index else "job"
             lines.append(f"then in the {tag}: " + ", ".join(others + ([f"ranks {hung} hung"] if hung else [])))
     return "\n".join(lines)
 
 
 def events(execution: Execution) -> list[Event]:
-    return [Event(run, e.time, e.rank, e.node, e.op, e.path, e.outcome)
-            for run, result in enumerate(execution.results) for e in result.trace]
+    return [Event(index, e.time, e.rank, e.node, e.op, e.path,
+                  f"{e.outcome} (stale: {e.stale})" if e.stale else e.outcome)
+            for index, result in enumerate(execution.results) for e in result.trace]
 
 
 @dataclass
@@ -134,3 +136,13 @@ class Finding:
         notes = "".join(f"\nnote: {n}" for n in self.notes)
         return f"{head}\n{self.description}{notes}\nreplay: scenarios.replay({self.replay!r})" \
                f"\n    or: simfs replay '{self.replay}'"
+
+
+def finding_of(target: Target, example: Example, execution: Execution, *, examples: int, wall: float,
+               found_at: int, notes: Iterable[str] = ()) -> Finding:
+    failed = execution.failure is not None
+    return Finding(failed=failed, target=target, examples=examples, wall_time=wall,
+                   description=describe(target, example, execution) if failed else "",
+                   replay=replaying.encode(target, example), failure=execution.failure,
+                   trace=events(execution), results=execution.results, found_at=found_at if failed else 0,
+                   notes=list(notes))

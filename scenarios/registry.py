@@ -47,9 +47,12 @@ def _check_expect(name: str, expect: Mapping[str, str]) -> dict[str, Expectation
                          f"got {expect!r}")
     out: dict[str, Expectation] = {}
     for profile, verdict in expect.items():
-        if verdict not in ("pass", "fail"):
+        if verdict == "pass":
+            out[profile] = "pass"
+        elif verdict == "fail":
+            out[profile] = "fail"
+        else:
             raise ValueError(f"scenario {name!r}: expect[{profile!r}] must be 'pass' or 'fail', got {verdict!r}")
-        out[profile] = verdict
     return out
 
 

@@ -37,10 +37,12 @@ class TraceEvent(NamedTuple):
     op: str
     path: str
     outcome: str
+    stale: str = ""  # what a cache answered that the server no longer held
 
     def __str__(self) -> str:
         who = f"rank {self.rank}" if self.rank >= 0 else f"node {self.node}"
-        return f"{self.time:12.6f}s {who:>8} {self.op:<10} {self.path} -> {self.outcome}"
+        stale = f" (stale: {self.stale})" if self.stale else ""
+        return f"{self.time:12.6f}s {who:>8} {self.op:<10} {self.path} -> {self.outcome}{stale}"
 
 
 class Machine:
@@ -109,9 +111,8 @@ class Machine:
 
     def finish(self, proc: Process, op: str, path: str, start: float, outcome: str) -> None:
         meter = self.meter
-        if meter.stale:
-            outcome, meter.stale = f"{outcome} (stale: {meter.stale})", ""
-        self.trace.append(TraceEvent(start, proc.rank, proc.node, op, path, outcome))
+        stale, meter.stale = meter.stale, ""
+        self.trace.append(TraceEvent(start, proc.rank, proc.node, op, path, outcome, stale))
         cost, meter.cost = meter.cost, 0.0
         if self.sched.current is None:
             return
