@@ -62,10 +62,11 @@ _TIMES = "\N{MULTIPLICATION SIGN}"  # before the count of a collapsed run of rep
 
 def failing_event(trace: Sequence[Event], failure: Failure | None) -> Event | None:
     """The operation where ``failure`` happened: of its run and rank, the last one whose outcome
-    is the errno its error names (on the path it names, if any), else that rank's last one."""
+    is the errno its error names (on the path it names, if any), else that rank's last one (a
+    sleep is no operation)."""
     if failure is None or failure.rank is None:
         return None
-    mine = [e for e in trace if e.run == failure.run and e.rank == failure.rank]
+    mine = [e for e in trace if e.run == failure.run and e.rank == failure.rank and e.op != "sleep"]
     name = _errno_named(failure.error)
     matching = [e for e in mine if name and _errno_of(e.outcome) == name]
     on_path = [e for e in matching if e.path and repr(e.path) in failure.error]
@@ -145,9 +146,9 @@ class _Mark:
 
     @property
     def title(self) -> str:
-        text = f"{self.first.time:.6f} s  {_who(self.first)}: {describe(self.first)}"
+        text = f"{self.first.time:.7f} s  {_who(self.first)}: {describe(self.first)}"
         if self.count > 1:
-            text += f"  ({_TIMES}{self.count}, the last at {self.last.time:.6f} s)"
+            text += f"  ({_TIMES}{self.count}, the last at {self.last.time:.7f} s)"
         return text
 
 
@@ -200,11 +201,11 @@ class _Axis:
         cut = [gap > _cut_above(gaps, times[-1] - times[0]) for gap in gaps]
         linear = sum(gap for gap, c in zip(gaps, cut) if not c)
         fixed = sum(widths) + _CUT * sum(cut) + _GAP * len(gaps)
-        scale = max(_TARGET - fixed, 0.4 * _TARGET) / linear if linear > 0 else 0.0
+        room = max(_TARGET - fixed, 0.4 * _TARGET)  # shared by the stretches not cut, as they last
         lefts, x = [], _LEFT + 8
         for i, width in enumerate(widths):
             lefts.append(x)
-            x += width + (0.0 if i == len(gaps) else _CUT if cut[i] else _GAP + gaps[i] * scale)
+            x += width + (0.0 if i == len(gaps) else _CUT if cut[i] else _GAP + room * (gaps[i] / linear))
         return cls(times, lefts, widths, cut, slot)
 
     @property
@@ -234,7 +235,7 @@ class _Axis:
         for first, last in self.segments():
             t0, t1 = self.times[first], self.times[last]
             wanted = max(1, int((self.lefts[last] + self.widths[last] - self.lefts[first]) / 110))
-            step = _nice((t1 - t0) / wanted) if t1 > t0 else 0.0
+            step = _nice((t1 - t0) / wanted) if t1 - t0 > 1e-9 else 0.0  # below a nanosecond: one label
             rounds = range(math.ceil(t0 / step - 1e-9), math.floor(t1 / step + 1e-9) + 1) if step else range(0)
             if rounds:
                 decimals = max(0, -math.floor(math.log10(step)))
@@ -300,13 +301,13 @@ class _Panel:
     def __init__(self, run: int, events: list[Event], ranks: list[int], nodes: dict[int, int],
                  failing: Event | None, failure: Failure | None) -> None:
         self.run = run
-        self.failure = failure
         self.events = sorted(events, key=lambda e: e.time)  # stable: ties keep the order they happened in
         self.marks, self.sleeps = _marks(self.events, failing)
         self.lanes = ranks + ([-1] if any(e.rank < 0 for e in events) else [])
         self.nodes = nodes
         self.axis = _Axis.build(self.marks, (_sleep_end(e) for e in self.sleeps))
-        self.width = max(self.axis.end, _LEFT + 8) + _RIGHT
+        self.label = next((_clip(failing_label(m.first, failure), _LABEL_CHARS) for m in self.marks if m.failing), "")
+        self.width = max(self.axis.end + _RIGHT, _LEFT + _TARGET / 2, _CHAR * len(self.label) + 16)
         self.bottom = _TOP + _LANE * len(self.lanes)
 
     def mid(self, lane: int) -> float:
@@ -353,7 +354,7 @@ class _Panel:
         return "\n".join(parts)
 
     def _sleep(self, event: Event, y: float) -> str:
-        title = escape(f"{event.time:.6f} s  {_who(event)} sleeps {event.outcome}")
+        title = escape(f"{event.time:.7f} s  {_who(event)} sleeps {event.outcome}")
         return (f'<line class="sleep" x1="{self.axis.x(event.time):.1f}" x2="{self.axis.x(_sleep_end(event)):.1f}" '
                 f'y1="{y:.1f}" y2="{y:.1f}"><title>{title}</title></line>')
 
@@ -420,7 +421,7 @@ class _Panel:
 
     def _failing_label(self, mark: _Mark, x: float) -> str:
         """The failing operation named above the lanes, with a line down to its mark."""
-        text = _clip(failing_label(mark.first, self.failure), _LABEL_CHARS)
+        text = self.label
         width = _CHAR * len(text) + 8
         left = max(4.0, min(x - 12, self.width - width - 4))
         cx = x + max(self.axis.slot - 1, 1.5) / 2
