@@ -102,7 +102,7 @@ def _timeline(finding: FindingRecord) -> str:
 def _finding(index: int, outcome: ScenarioOutcome, finding: FindingRecord) -> str:
     state = "failed as expected" if outcome.as_expected else f"failed, expected to {outcome.expected}"
     return (f'<section class="finding" id="finding-{index}"><h2>{escape(outcome.scenario)}[{escape(outcome.profile)}]'
-            f" {state}</h2><p class=\"meta\">{escape(outcome.family)} · {finding.examples} examples · "
+            f" {state}</h2><p class=\"meta\">{escape(outcome.family)} · examples: {finding.examples} · "
             f"{seconds(finding.virtual_time)} virtual · {seconds(finding.wall_time)} wall</p>"
             f"<h3>Counterexample</h3><pre class=\"description\">{escape(finding.description)}</pre>"
             f'<h3>Replay</h3><div class="replay"><pre><code>{escape(replay_command(finding.replay))}</code></pre>'

@@ -38,7 +38,7 @@ svg.timeline .failing { stroke: #000; stroke-width: 2; }
 svg.timeline .sleep { stroke: #888; stroke-dasharray: 3 2; }
 svg.timeline .crash-line { stroke: #d62728; stroke-width: 2; }
 svg.timeline .crash-label { fill: #d62728; font-size: 10px; }
-svg.timeline .break { fill: url(#hatch); }
+svg.timeline .break { fill: #fff; stroke: #bbb; stroke-dasharray: 4 3; }
 svg.timeline .axis line { stroke: #555; }
 svg.timeline .axis text { fill: #333; font-size: 10px; text-anchor: middle; }
 svg.timeline .failing-label rect { fill: #fff; stroke: #000; }
@@ -48,7 +48,7 @@ svg.timeline .leader { stroke: #000; }
 
 _LEFT = 130.0  # lane labels
 _TARGET = 900.0  # the width the time area aims for (more when there are many marks)
-_RIGHT = 24.0
+_RIGHT = 40.0  # room for the last tick's label
 _TOP = 36.0  # the failing operation's label, crash labels
 _LANE = 24.0
 _MARK = 14.0  # mark height
@@ -131,6 +131,11 @@ class _Mark:
         return "op" if e.path.startswith("/") else "coll"  # a collective's path is its group
 
     @property
+    def stale(self) -> bool:
+        """A node's cache answered what the server no longer says."""
+        return "(stale:" in self.first.outcome
+
+    @property
     def classes(self) -> str:
         outcome = self.first.outcome
         words = ["mark", self.kind]
@@ -138,7 +143,7 @@ class _Mark:
             words.append("timeout")
         elif _errno_of(outcome):
             words.append("err")
-        if "(stale:" in outcome:
+        if self.stale:
             words.append("stale")
         if self.failing:
             words.append("failing")
@@ -163,9 +168,8 @@ def _marks(events: Iterable[Event], failing: Event | None) -> tuple[list[_Mark],
             continue
         is_failing = event is failing
         mark = latest.get(event.rank)
-        last = mark.last if mark else None
-        if (mark is not None and last is not None and not (mark.failing or is_failing)
-                and (last.op, last.path, last.outcome) == (event.op, event.path, event.outcome)):
+        if (mark is not None and not (mark.failing or is_failing)
+                and (mark.last.op, mark.last.path, mark.last.outcome) == (event.op, event.path, event.outcome)):
             mark.last, mark.count = event, mark.count + 1
             continue
         latest[event.rank] = mark = _Mark(event, event, is_failing)
@@ -174,10 +178,12 @@ def _marks(events: Iterable[Event], failing: Event | None) -> tuple[list[_Mark],
 
 
 def _sleep_end(event: Event) -> float:
+    """When a sleep ends (its outcome is its duration: '0.25s')."""
     try:
-        return event.time + float(event.outcome.rstrip("s"))
+        duration = float(event.outcome.rstrip("s"))
     except ValueError:
         return event.time
+    return event.time + duration if math.isfinite(duration) and duration > 0 else event.time
 
 
 @dataclass
@@ -301,8 +307,8 @@ class _Panel:
     def __init__(self, run: int, events: list[Event], ranks: list[int], nodes: dict[int, int],
                  failing: Event | None, failure: Failure | None) -> None:
         self.run = run
-        self.events = sorted(events, key=lambda e: e.time)  # stable: ties keep the order they happened in
-        self.marks, self.sleeps = _marks(self.events, failing)
+        # sorted stably: events at one time keep the order they happened in
+        self.marks, self.sleeps = _marks(sorted(events, key=lambda e: e.time), failing)
         self.lanes = ranks + ([-1] if any(e.rank < 0 for e in events) else [])
         self.nodes = nodes
         self.axis = _Axis.build(self.marks, (_sleep_end(e) for e in self.sleeps))
@@ -317,10 +323,7 @@ class _Panel:
         slots = self._slots()
         parts = [f'<svg class="timeline" data-run="{self.run}" xmlns="http://www.w3.org/2000/svg" '
                  f'width="{self.width:.0f}" height="{self.bottom + _AXIS:.0f}" role="img" '
-                 f'aria-label="timeline of run {self.run}">',
-                 '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
-                 'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>'
-                 '<line y2="6" stroke="#ccc" stroke-width="3"/></pattern></defs>']
+                 f'aria-label="timeline of run {self.run}">']
         for lane in self.lanes:
             parts.append(self._lane(lane, [m for m in self.marks if m.first.rank == lane], slots))
         parts.extend(self._breaks())
@@ -336,14 +339,14 @@ class _Panel:
         out: dict[int, float] = {}
         for mark in self.marks:
             t = mark.first.time
-            out[id(mark)] = self.axis.lefts[self.axis.times.index(t)] + taken[t] * self.axis.slot
+            out[id(mark)] = self.axis.lefts[bisect.bisect_left(self.axis.times, t)] + taken[t] * self.axis.slot
             taken[t] += 1
         return out
 
     def _lane(self, lane: int, marks: list[_Mark], slots: dict[int, float]) -> str:
         y = self.mid(lane)
-        label = f"rank {lane} · node{self.nodes[lane]}" if lane >= 0 and lane in self.nodes else \
-            f"rank {lane}" if lane >= 0 else "cluster"
+        label = "cluster" if lane < 0 else f"rank {lane} · node{self.nodes[lane]}" if lane in self.nodes \
+            else f"rank {lane}"  # a rank with no event (only its failure names it)
         kind = "rank" if lane >= 0 else "cluster"
         parts = [f'<g class="lane {kind}" data-rank="{lane}">',
                  f'<rect class="lane-bg" x="0" y="{y - _LANE / 2:.1f}" width="{self.width:.0f}" height="{_LANE}"/>',
@@ -365,7 +368,7 @@ class _Panel:
         top = y - _MARK / 2
         title = f"<title>{escape(mark.title)}</title>"
         parts = []
-        if "stale" in mark.classes:
+        if mark.stale:
             parts.append(f'<rect class="halo" x="{x - 3:.1f}" y="{top - 3:.1f}" width="{width + 6:.1f}" '
                          f'height="{_MARK + 6}" rx="2"/>')
         if mark.kind == "coll" and mark.count == 1:
