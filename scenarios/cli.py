@@ -1,132 +1,179 @@
-"""The ``simfs`` command: run a job on a simulated cluster, replay a run, show profiles."""
+"""The ``simfs`` command: run the built-in scenario library or your own job as a search, list
+scenarios, replay a finding, show profiles. ``simfs --help`` imports neither torch nor the
+library; they load when a command needs them."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
-import json
+import datetime
 import os
+import shlex
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import simfs
-from simfs.faults import fault_from_dict
-from simfs.report import result_to_json
 
-from . import demo
+from .outcome import SCHEMA, Report, ScenarioOutcome
+from .runner import Task, load_callable, run_tasks, shard
 
-
-def _load_job(spec: str) -> Callable[..., Any]:
-    """'package.module:function' or 'path/to/file.py:function'."""
-    target, sep, name = spec.rpartition(":")
-    if not sep or not target or not name:
-        raise ValueError(f"job {spec!r} must look like 'module:function' or 'file.py:function'")
-    if target.endswith(".py"):
-        if not os.path.isfile(target):
-            raise ValueError(f"job file {target!r} does not exist")
-        module_spec = importlib.util.spec_from_file_location(os.path.basename(target)[:-3], target)
-        assert module_spec is not None and module_spec.loader is not None  # a .py file's: a source loader
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_spec.name] = module
-        module_spec.loader.exec_module(module)
-    else:
-        try:
-            module = importlib.import_module(target)
-        except ImportError as exc:
-            raise ValueError(f"cannot import {target!r}: {exc}") from None
-    job: object = getattr(module, name, None)
-    if not callable(job):
-        raise ValueError(f"{target!r} has no function {name!r}")
-    return job
+EXIT_UNEXPECTED, EXIT_USAGE, EXIT_STALLED, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 
-def _write_report(path: str | None, payload: Any) -> None:
-    if not path:
+def _version() -> str:
+    try:
+        return version("simfs")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _count(text: str) -> int:
+    """An argument that counts something: an int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError(f"must be in (0, 86400] seconds, got {value:g}")
+    return value
+
+
+def _tasks(args: argparse.Namespace) -> list[Task]:
+    common: dict[str, Any] = {"nodes": args.nodes, "ranks_per_node": args.ranks_per_node,
+                              "examples": args.examples, "seed": args.seed, "watchdog": args.watchdog}
+    jobs = [name for name in args.names if ":" in name]
+    if jobs:
+        if len(jobs) != len(args.names):
+            raise ValueError("give either scenario names or one job ('module:function'), not both")
+        load_callable(jobs[0])  # a bad spec is a usage error now, not a failed search later
+        profile = args.profile or "nfs"
+        simfs.profiles.get(profile)
+        crashes: bool | str = {"off": False, "on": True, "exhaustive": "exhaustive"}[args.crashes]
+        return [Task(job, profile, recover=args.recover, check=args.check, crashes=crashes, faults=args.faults,
+                     **common) for job in jobs]
+    from .registry import all_scenarios, get
+
+    chosen = [get(name) for name in args.names] if args.names else all_scenarios()
+    if args.profile:
+        simfs.profiles.get(args.profile)
+    tasks = [Task(sc.name, profile, **common) for sc in chosen for profile in sc.profiles
+             if args.profile in (None, profile)]
+    if not tasks:
+        raise ValueError(f"no scenario runs on profile {args.profile!r}; `simfs list` shows each one's profiles")
+    return tasks
+
+
+def _progress() -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    transient=True)
+
+
+def _table(outcomes: list[ScenarioOutcome]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="simfs scenarios")
+    for column in ("scenario", "profile", "expected", "verdict", "", "examples", "virtual s", "wall s"):
+        table.add_column(column, justify="right" if column.endswith(("s", "examples")) else "left")
+    for o in outcomes:
+        mark = "[green]as expected[/]" if o.as_expected else "[red]UNEXPECTED[/]"
+        table.add_row(o.scenario, o.profile, o.expected, o.verdict, mark, str(o.examples),
+                      f"{o.virtual_time:.1f}", f"{o.wall_time:.2f}")
+    return table
+
+
+def _show_failures(console: Any, outcomes: list[ScenarioOutcome], *, all_failures: bool) -> None:
+    for o in outcomes:
+        if o.verdict == "error":
+            console.print(f"\n[red]{o.scenario} on {o.profile} could not run:[/] {o.error}", markup=True)
+        elif o.finding is not None and (all_failures or not o.as_expected):
+            console.print(f"\n[bold]{o.scenario} on {o.profile}[/]: ", end="")
+            console.print(o.finding.description, markup=False, highlight=False)
+            console.print("reproduce: simfs replay " + shlex.quote(o.finding.replay), markup=False,
+                          highlight=False, soft_wrap=True)
+
+
+def _report(args: argparse.Namespace, outcomes: list[ScenarioOutcome], started: float, when: str,
+            interrupted: bool) -> None:
+    if not args.report:
         return
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=2, default=str)
-    print(f"report: {path}")
+    from .reporting import write_all
 
-
-def _cluster(args: argparse.Namespace, seed: int, profile: str | None = None) -> simfs.Cluster:
-    faults = [fault_from_dict(json.loads(text)) for text in args.fault]
-    name = profile or args.profile or "nfs"
-    chosen = simfs.Profile.load(name) if name.endswith(".toml") else name
-    return simfs.Cluster(nodes=args.nodes, ranks_per_node=args.ranks_per_node, profile=chosen, seed=seed,
-                         faults=faults)
-
-
-def _seed_runs(args: argparse.Namespace, job: Callable[..., Any], profile: str | None = None) -> list[dict[str, Any]]:
-    """One run per seed, as JSON-ready records with their summary (made in the isolated child)."""
-    runs = []
-    for seed in range(args.seed, args.seed + args.seeds):
-        result = _cluster(args, seed, profile).run(job)
-        record = {"seed": seed, **result_to_json(result, trace=args.trace), "summary": result.summary()}
-        if args.trace:
-            record["trace_text"] = "\n".join(str(e) for e in result.trace)
-        runs.append(record)
-    return runs
-
-
-def _isolated_runs(args: argparse.Namespace, job: Callable[..., Any],
-                   profile: str | None = None) -> list[dict[str, Any]]:
-    """The seeds' runs in a child process the command supervises: a job stuck in C code that
-    holds the GIL is killed after --watchdog seconds and reported with its stack."""
-    runs: list[dict[str, Any]] = simfs.isolated(_seed_runs, args, job, profile, watchdog=args.watchdog)
-    return runs
+    report = Report(schema=SCHEMA, simfs_version=_version(), command=shlex.join(["simfs", *args.argv]),
+                    seed=args.seed, started=when, wall_time=time.perf_counter() - started,
+                    interrupted=interrupted, outcomes=outcomes)
+    paths = write_all(report, args.report)
+    print(f"report: {paths['html']} (also {paths['json']}, {paths['junit']})")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    if args.job is None:
-        return _run_demo(args)
-    job = _load_job(args.job)
-    runs = _isolated_runs(args, job)
-    for record in runs:
-        print(record.pop("summary"))
-        if args.trace:
-            print(record.pop("trace_text"))
-    _write_report(args.report, {"job": args.job, "runs": runs})
-    return 0 if all(r["ok"] for r in runs) else 1
+    from rich.console import Console
+
+    tasks = shard(_tasks(args), args.shard)
+    console = Console(highlight=False)
+    started, when = time.perf_counter(), datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    done: dict[int, ScenarioOutcome] = {}
+    interrupted = False
+    try:
+        with _progress() as progress:
+            bar = progress.add_task("searching", total=len(tasks))
+            for index, outcome in run_tasks(tasks, args.jobs):
+                done[index] = outcome
+                progress.update(bar, advance=1, description=f"{outcome.scenario} [{outcome.profile}]")
+    except KeyboardInterrupt:
+        interrupted = True
+    outcomes = [done[i] for i in sorted(done)]
+    console.print(_table(outcomes))
+    _show_failures(console, outcomes, all_failures=any(t.is_job for t in tasks))
+    _report(args, outcomes, started, when, interrupted)
+    if interrupted:
+        console.print(f"interrupted: {len(outcomes)} of {len(tasks)} searches finished")
+        return EXIT_INTERRUPTED
+    unexpected = [o for o in outcomes if not o.as_expected]
+    console.print(f"{len(outcomes) - len(unexpected)} of {len(outcomes)} results as expected"
+                  + (f"; {len(unexpected)} NOT" if unexpected else ""))
+    return EXIT_UNEXPECTED if unexpected else 0
 
 
-def _run_demo(args: argparse.Namespace) -> int:
-    """The default job: each naive pattern fails on the profile whose real filesystem makes it
-    fail, the fixed pattern next to it never does (``--profile`` runs every case on one profile)."""
-    every = f", every case on profile {args.profile!r}" if args.profile else ""
-    print(f"simfs demo: {args.nodes} nodes x {args.ranks_per_node} ranks, "
-          f"seeds {args.seed}..{args.seed + args.seeds - 1}{every}")
-    outcome: dict[str, Any] = {}
-    expected = True
-    for case in demo.CASES:
-        profile = args.profile or case.profile
-        failures = [{"profile": profile, **{k: v for k, v in run.items() if k != "summary"}}
-                    for run in _isolated_runs(args, case.job, profile) if not run["ok"]]
-        outcome[case.job.__name__] = failures
-        expected = expected and bool(failures) == case.should_fail
-        print(f"\n{case.job.__name__} on {profile}: {(case.job.__doc__ or '').strip()}")
-        print(f"  failed on {len(failures)} of {args.seeds} seeds")
-        if failures:
-            first = failures[0]
-            errors = first["errors"]
-            rank, err = next(iter(errors.items())) if errors else ("?", {"type": "?", "message": "?"})
-            print(f"  e.g. seed {first['seed']}: rank {rank} raised {err['type']}: {err['message']}")
-            print(f"  reproduce: simfs replay {first['replay']}")
-    _write_report(args.report, {"job": "demo", "failures": outcome})
-    print("\n" + ("demo behaved as expected: each naive pattern fails on its profile, each fixed one does not"
-                  if expected else "demo did NOT behave as expected"))
-    return 0 if expected else 1
+def cmd_list(args: argparse.Namespace) -> int:
+    from .registry import all_scenarios
+
+    for sc in all_scenarios():
+        expect = ", ".join(f"{p}:{v}" for p, v in sc.expect.items())
+        crash = {False: "", True: " crashes", "exhaustive": " crash states"}[sc.crashes]
+        print(f"{sc.name:36} {sc.family:10} {sc.nodes}x{sc.ranks_per_node}{crash}  [{expect}]  {sc.doc}")
+    return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    job = _load_job(args.job) if args.job else None
-    result = simfs.replay(args.replay, job)
-    print(result.summary())
+    job = load_callable(args.job) if args.job else None
+    if args.replay.startswith("simfs1:"):
+        result = simfs.replay(args.replay, job)
+        print(result.summary())
+        if args.trace:
+            print("\n".join(str(e) for e in result.trace))
+        return 0 if result.ok else 1
+    from .explore import replay
+
+    finding = replay(args.replay, job, recover=load_callable(args.recover) if args.recover else None)
+    print(finding.description if finding.failed else f"no failure: {finding.target.describe()}")
     if args.trace:
-        print("\n".join(str(e) for e in result.trace))
-    return 0 if result.ok else 1
+        print("\n".join(f"{'restart ' if e.run else ''}{e.time:12.6f}s rank {e.rank:>3} {e.op:<10} {e.path} -> "
+                        f"{e.outcome}" for e in finding.trace))
+    return 1 if finding.failed else 0
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
@@ -151,33 +198,47 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="simfs", description="Simulated clusters with NFS-like shared filesystems.")
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    top = argparse.ArgumentParser(prog="simfs", formatter_class=fmt,
+                                  description="Search simulated clusters with NFS-like shared filesystems for the "
+                                              "races, timeouts and crash bugs of training jobs.")
+    top.add_argument("--version", action="version", version=f"simfs {_version()}")
     sub = top.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a job on a simulated cluster (default: the demo of real failures)")
-    run.add_argument("job", nargs="?", help="'module:function' or 'file.py:function' (default: the demo)")
-    run.add_argument("--nodes", type=int, default=2)
-    run.add_argument("--ranks-per-node", type=int, default=4)
-    run.add_argument("--profile", default=None,
-                     help="built-in profile name or a .toml file (default: nfs; the demo picks one per case)")
-    run.add_argument("--seed", type=int, default=0, help="first seed")
-    run.add_argument("--seeds", type=int, default=20, help="how many seeds to run")
-    run.add_argument("--fault", action="append", default=[],
-                     help='a fault as JSON, e.g. \'{"type": "CrashNode", "node": 1, "after_ops": 5}\'')
-    run.add_argument("--trace", action="store_true", help="print every simulated operation")
-    run.add_argument("--watchdog", type=float, default=60.0,
-                     help="real seconds a job may run without progress before it is killed (even in C code)")
-    run.add_argument("--report", default=os.path.join("reports", "runs", "simfs-run.json"),
-                     help="JSON report path ('' for none)")
+    run = sub.add_parser("run", formatter_class=fmt,
+                         help="search the built-in scenarios (default: all of them, each on its profiles) or a job")
+    run.add_argument("names", nargs="*", metavar="NAME",
+                     help="scenario names (`simfs list`), or one job 'module:function' / 'file.py:function'")
+    run.add_argument("--profile", help="run only on this profile (a job: its profile; default nfs)")
+    run.add_argument("--nodes", type=_count, help="nodes (default: each scenario's own; a job: 2)")
+    run.add_argument("--ranks-per-node", type=_count, help="ranks per node (default: each scenario's own; a job: 2)")
+    run.add_argument("--examples", type=_count, help="examples per search (default: each scenario's own; a job: 100)")
+    run.add_argument("--seed", type=int, default=0, help="seed of every search (the same seed finds the same thing)")
+    run.add_argument("--report", default=os.path.join("reports", "runs"),
+                     help="directory for report.json, report.xml (JUnit) and report.html ('' for none)")
+    run.add_argument("--jobs", type=_count, default=1, help="searches in parallel worker processes")
+    run.add_argument("--shard", metavar="K/N", help="run only the K-th of N equal shares of the searches")
+    run.add_argument("--watchdog", type=_seconds, default=60.0,
+                     help="real seconds a search may go without progress before it is killed (even in C code)")
+    run.add_argument("--recover", metavar="SPEC", help="a job's restarted job after a crash, 'module:function'")
+    run.add_argument("--check", metavar="SPEC", help="a job's property, 'module:function' taking a simfs.Result")
+    run.add_argument("--crashes", choices=("off", "on", "exhaustive"), default="off",
+                     help="a job: crash nodes/servers at uniform points (on) or walk every crash state (exhaustive)")
+    run.add_argument("--faults", default="default",
+                     help="a job: fault kinds: default (interleave,cache,skew), all, none, or a comma list")
     run.set_defaults(func=cmd_run)
 
-    rep = sub.add_parser("replay", help="reproduce a run from its replay string")
+    lst = sub.add_parser("list", formatter_class=fmt, help="list the built-in scenarios")
+    lst.set_defaults(func=cmd_list)
+
+    rep = sub.add_parser("replay", formatter_class=fmt, help="reproduce a finding (or a run) from its replay string")
     rep.add_argument("replay")
-    rep.add_argument("--job", help="the job, if it was not importable when recorded")
-    rep.add_argument("--trace", action="store_true")
+    rep.add_argument("--job", help="the job, if it was not importable when recorded ('module:function')")
+    rep.add_argument("--recover", help="the restarted job, if it was not importable")
+    rep.add_argument("--trace", action="store_true", help="print every simulated operation")
     rep.set_defaults(func=cmd_replay)
 
-    prof = sub.add_parser("profiles", help="list the built-in profiles, or show one")
+    prof = sub.add_parser("profiles", formatter_class=fmt, help="list the built-in profiles, or show one")
     prof.add_argument("name", nargs="?")
     prof.add_argument("--save", help="write the profile as TOML")
     prof.set_defaults(func=cmd_profiles)
@@ -185,17 +246,36 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
+    args.argv = argv
     try:
         code: int = args.func(args)  # the chosen command's
         return code
     except (ValueError, TypeError, OSError) as exc:
         print(f"simfs: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except simfs.Stalled as exc:
         print(f"simfs: the job stopped making progress and was killed: {exc}", file=sys.stderr)
-        return 3
+        return EXIT_STALLED
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def console() -> None:
+    """The console script: str hashing fixed (PYTHONHASHSEED=0) so that a search finds the same
+    thing in every process; a closed pipe (``simfs list | head``) is not an error."""
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable, "-m", "scenarios.cli", *sys.argv[1:]])
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

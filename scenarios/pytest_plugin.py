@@ -1,0 +1,265 @@
+"""The pytest plugin (entry point ``pytest11``, name ``simfs``): a test marked
+``@pytest.mark.simfs(...)`` is a rank program that ``scenarios.explore`` searches on a simulated
+cluster; the ``simfs_cluster`` fixture makes clusters; ``--simfs-report PATH`` writes one JSON
+report for the whole session, pytest-xdist workers included.
+
+Options: ``--simfs-profile`` (replaces every mark's profiles), ``--simfs-examples`` (examples per
+search when the mark gives none), ``--simfs-seed`` (the searches' and the clusters' seed),
+``--simfs-report``. ``-p no:simfs`` turns the plugin off."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import inspect
+import os
+import shlex
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from typing import Any, Literal, Protocol
+
+import msgspec
+import pytest
+
+import simfs
+
+from .explore import explore
+from .outcome import SCHEMA, FindingRecord, Report, ScenarioOutcome
+from .registry import Check, Crashes
+from .reporting import write_json
+
+EXAMPLES = 25  # examples per search unless --simfs-examples or the mark says otherwise
+SHRINK_TIME = 10.0  # wall seconds a failing search may spend shrinking
+
+ProfileSpec = str | simfs.Profile  # a built-in name, a profile file (".toml") or a Profile
+
+
+@dataclass(frozen=True)
+class SimfsOptions:
+    """The keywords of ``@pytest.mark.simfs``: the topology, the profile(s) to run on, and what
+    ``scenarios.explore`` searches (``max_examples=None``: ``--simfs-examples``)."""
+
+    nodes: int = 2
+    ranks_per_node: int = 2
+    profile: ProfileSpec | Sequence[ProfileSpec] = "nfs"
+    recover: Callable[[], Any] | None = None
+    check: Check | None = None
+    crashes: Crashes = False
+    faults: str | Iterable[str] = "default"
+    max_examples: int | None = None
+    shrink_time: float = SHRINK_TIME
+
+    @property
+    def profiles(self) -> list[ProfileSpec]:
+        if isinstance(self.profile, (str, simfs.Profile)):
+            return [self.profile]
+        return list(self.profile)
+
+
+def _mark_options(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> SimfsOptions:
+    """The options of a ``simfs`` mark; ValueError names a wrong keyword."""
+    names = [f.name for f in fields(SimfsOptions)]
+    if args:
+        raise ValueError(f"@pytest.mark.simfs takes keywords only ({', '.join(names)}), got {args!r}")
+    unknown = sorted(set(kwargs) - set(names))
+    if unknown:
+        raise ValueError(f"@pytest.mark.simfs got unknown keyword(s) {', '.join(unknown)}; it knows {', '.join(names)}")
+    return SimfsOptions(**kwargs)
+
+
+def simfs_test(**options: Any) -> pytest.MarkDecorator:
+    """``@simfs_test(nodes=..., profile=...)``: ``@pytest.mark.simfs`` with its keywords checked
+    where the test is defined."""
+    _mark_options((), options)
+    return pytest.mark.simfs.with_args(**options)
+
+
+def _profile(spec: ProfileSpec) -> simfs.Profile:
+    """A profile by name, from a ``.toml`` file, or as given."""
+    if isinstance(spec, str) and spec.endswith(".toml"):
+        return simfs.Profile.load(spec)
+    return simfs.profiles.get(spec)
+
+
+def _examples(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1 (examples per search), got {text!r}")
+    return value
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("simfs", "simfs: search simulated clusters (@pytest.mark.simfs, simfs_cluster)")
+    group.addoption("--simfs-profile", metavar="PROFILE", default=None,
+                    help="filesystem profile (a name such as nfs or beegfs, or a .toml file) replacing the "
+                         "profiles of every @pytest.mark.simfs test; the simfs_cluster default (default: nfs)")
+    group.addoption("--simfs-examples", metavar="N", type=_examples, default=EXAMPLES,
+                    help=f"examples per search of a @pytest.mark.simfs test that sets no max_examples "
+                         f"(default: {EXAMPLES})")
+    group.addoption("--simfs-seed", metavar="SEED", type=int, default=0,
+                    help="seed of the searches and of simfs_cluster's clusters (default: 0)")
+    group.addoption("--simfs-report", metavar="PATH", default=None,
+                    help="write one JSON report (scenarios.outcome.Report) of every @pytest.mark.simfs test, "
+                         "pytest-xdist workers included")
+
+
+@dataclass
+class _Session:
+    """The plugin's state in one pytest process: its options and the outcomes recorded here (a
+    worker's go to the controller in ``workeroutput``)."""
+
+    profile: simfs.Profile | None
+    examples: int
+    seed: int
+    report: str | None
+    started: float = field(default_factory=time.time)
+    outcomes: list[ScenarioOutcome] = field(default_factory=list)
+
+    def record(self, nodeid: str, profile: str, finding: FindingRecord | None, wall: float, error: str = "") -> None:
+        """Keep a marked test's outcome for the report (if one was asked for)."""
+        if self.report is None:
+            return
+        verdict: Literal["pass", "fail", "error"] = "error" if finding is None else "fail" if finding.failed else "pass"
+        self.outcomes.append(ScenarioOutcome(
+            scenario=nodeid, profile=profile, family="pytest", expected="pass", verdict=verdict,
+            examples=finding.examples if finding else 0, virtual_time=finding.virtual_time if finding else 0.0,
+            wall_time=wall, finding=finding, error=error))
+
+
+_SESSION = pytest.StashKey[_Session]()
+_WORKER_KEY = "simfs_outcomes"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "simfs(nodes=2, ranks_per_node=2, profile='nfs', recover=None, check=None, crashes=False, "
+                   "faults='default', max_examples=None, shrink_time=10.0): the test is a rank program, searched "
+                   "by scenarios.explore on a simulated cluster (one test per profile when it lists several)")
+    name: str | None = config.getoption("simfs_profile")
+    try:
+        profile = None if name is None else _profile(name)
+    except (simfs.SimfsError, OSError) as exc:
+        raise pytest.UsageError(f"--simfs-profile: {exc}") from None
+    report: str | None = config.getoption("simfs_report")
+    if report is not None:
+        report = os.path.join(config.invocation_params.dir, report)
+    config.stash[_SESSION] = _Session(profile, config.getoption("simfs_examples"), config.getoption("simfs_seed"),
+                                      report)
+
+
+def _options(mark: pytest.Mark, function: Callable[..., Any], config: pytest.Config) -> SimfsOptions:
+    """A marked test's options, checked: ValueError says what is wrong."""
+    options = _mark_options(mark.args, mark.kwargs)
+    if inspect.signature(function).parameters:
+        raise ValueError("a @pytest.mark.simfs test is the rank program run on every rank: it takes no arguments "
+                         "(use the simfs_cluster fixture in a plain test instead)")
+    if config.stash[_SESSION].profile is None:
+        for spec in options.profiles:
+            try:
+                _profile(spec)
+            except (simfs.SimfsError, OSError) as exc:
+                raise ValueError(f"@pytest.mark.simfs profile: {exc}") from None
+    return options
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Check a ``simfs`` mark (a collection error otherwise); one test per profile when it lists
+    several and --simfs-profile is not given."""
+    mark = metafunc.definition.get_closest_marker("simfs")
+    if mark is None:
+        return
+    try:
+        if metafunc.cls is not None:
+            raise ValueError("a @pytest.mark.simfs test must be a module-level function (its replay string names "
+                             "it by module and name)")
+        profiles = _options(mark, metafunc.function, metafunc.config).profiles
+    except ValueError as exc:
+        pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
+    if metafunc.config.stash[_SESSION].profile is None and len(profiles) > 1:
+        metafunc.fixturenames.append("simfs_profile")
+        metafunc.parametrize("simfs_profile", profiles, ids=[_profile(p).name for p in profiles])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run a marked test as a search instead of calling it; fail it with the finding."""
+    mark = pyfuncitem.get_closest_marker("simfs")
+    if mark is None:
+        return None
+    session = pyfuncitem.config.stash[_SESSION]
+    options = _mark_options(mark.args, mark.kwargs)
+    callspec = getattr(pyfuncitem, "callspec", None)
+    spec = session.profile or (callspec.params["simfs_profile"] if callspec is not None and
+                               "simfs_profile" in callspec.params else options.profiles[0])
+    profile = _profile(spec)
+    start = time.perf_counter()
+    try:
+        finding = explore(pyfuncitem.obj, recover=options.recover, check=options.check, nodes=options.nodes,
+                          ranks_per_node=options.ranks_per_node, profile=profile, faults=options.faults,
+                          crashes=options.crashes, max_examples=options.max_examples or session.examples,
+                          seed=session.seed, shrink_time=options.shrink_time)
+    except Exception:
+        session.record(pyfuncitem.nodeid, profile.name, None, time.perf_counter() - start, traceback.format_exc())
+        raise
+    session.record(pyfuncitem.nodeid, profile.name, finding.record(), time.perf_counter() - start)
+    if finding.failed:
+        pytest.fail(str(finding), pytrace=False)
+    return True
+
+
+class ClusterFactory(Protocol):
+    """What the ``simfs_cluster`` fixture is: ``simfs_cluster(nodes=2, ranks_per_node=2, profile=None,
+    **kw)`` makes a ``simfs.Cluster`` (``kw``: its other arguments: faults, mounts, seed...)."""
+
+    def __call__(self, nodes: int = 2, ranks_per_node: int = 2, profile: ProfileSpec | None = None,
+                 **kw: Any) -> simfs.Cluster: ...
+
+
+@pytest.fixture
+def simfs_cluster(request: pytest.FixtureRequest) -> ClusterFactory:
+    """A factory of simulated clusters; the profile defaults to --simfs-profile (else "nfs"), the
+    seed to --simfs-seed."""
+    session = request.config.stash[_SESSION]
+
+    def make(nodes: int = 2, ranks_per_node: int = 2, profile: ProfileSpec | None = None,
+             **kw: Any) -> simfs.Cluster:
+        kw.setdefault("seed", session.seed)
+        chosen = _profile(profile) if profile is not None else session.profile or "nfs"
+        return simfs.Cluster(nodes, ranks_per_node, chosen, **kw)
+
+    return make
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+    """Write the report (a pytest-xdist worker hands its outcomes to the controller instead)."""
+    state = session.config.stash[_SESSION]
+    if state.report is None:
+        return
+    outcomes = sorted(state.outcomes, key=lambda o: o.scenario)
+    workeroutput: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[_WORKER_KEY] = [msgspec.json.encode(o).decode() for o in outcomes]
+        return
+    try:
+        version = importlib.metadata.version("simfs")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    started = datetime.fromtimestamp(state.started, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    command = shlex.join(["pytest", *session.config.invocation_params.args])
+    write_json(Report(schema=SCHEMA, simfs_version=version, command=command, seed=state.seed, started=started,
+                      wall_time=time.time() - state.started, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+                      outcomes=outcomes), state.report)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist, on the controller: a worker finished; keep the outcomes it recorded."""
+    state = node.config.stash[_SESSION]
+    state.outcomes.extend(msgspec.json.decode(text, type=ScenarioOutcome)
+                          for text in node.workeroutput.get(_WORKER_KEY, ()))

@@ -1,0 +1,139 @@
+"""Running scenarios as tasks (one scenario on one profile, or a user's job), in this process or
+in worker processes with a fixed PYTHONHASHSEED, so results and replays do not depend on the
+number of workers or on how the tasks are sharded."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from typing import Any
+
+from .outcome import ScenarioOutcome
+
+
+@dataclass(frozen=True)
+class Task:
+    """A search to run: a registered scenario by name, or a job given as 'module:function'."""
+
+    scenario: str  # a registered name, or the job spec
+    profile: str
+    nodes: int | None = None  # None: the scenario's own topology
+    ranks_per_node: int | None = None
+    examples: int | None = None  # None: the scenario's own budget
+    seed: int = 0
+    watchdog: float = 60.0
+    recover: str | None = None  # for a job spec: the restarted job, as a spec
+    check: str | None = None
+    crashes: bool | str = False
+    faults: str = "default"
+
+    @property
+    def is_job(self) -> bool:
+        return ":" in self.scenario
+
+
+def load_callable(spec: str) -> Callable[..., Any]:
+    """'package.module:function' or 'path/to/file.py:function' (the current directory is importable)."""
+    target, sep, name = spec.rpartition(":")
+    if not sep or not target or not name:
+        raise ValueError(f"job {spec!r} must look like 'module:function' or 'file.py:function'")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    if target.endswith(".py"):
+        if not os.path.isfile(target):
+            raise ValueError(f"job file {target!r} does not exist")
+        module_spec = importlib.util.spec_from_file_location(os.path.basename(target)[:-3], target)
+        assert module_spec is not None and module_spec.loader is not None  # a .py file's: a source loader
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise ValueError(f"cannot import {target!r}: {exc}") from None
+    job: object = getattr(module, name, None)
+    if not callable(job):
+        raise ValueError(f"{target!r} has no function {name!r}")
+    return job
+
+
+def _search(task: Task) -> ScenarioOutcome:
+    from .explore import explore
+    from .registry import get
+
+    start = time.perf_counter()
+    if task.is_job:
+        job = load_callable(task.scenario)
+        recover = load_callable(task.recover) if task.recover else None
+        check = load_callable(task.check) if task.check else None
+        nodes, rpn, examples = task.nodes or 2, task.ranks_per_node or 2, task.examples or 100
+        crashes: Any = task.crashes
+        faults: Any = task.faults.split(",") if "," in task.faults else task.faults
+        family, expected = "job", "pass"
+    else:
+        sc = get(task.scenario)
+        job, recover, check, crashes, faults = sc.job, sc.recover, sc.check, sc.crashes, sc.faults
+        nodes, rpn = task.nodes or sc.nodes, task.ranks_per_node or sc.ranks_per_node
+        examples, family = task.examples or sc.max_examples, sc.family
+        expected = sc.expect.get(task.profile, "pass")
+    finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn, profile=task.profile,
+                      faults=faults, crashes=crashes, max_examples=examples, seed=task.seed)
+    return ScenarioOutcome(
+        scenario=task.scenario, profile=task.profile, family=family, expected=expected,
+        verdict="fail" if finding.failed else "pass", examples=finding.examples,
+        virtual_time=finding.virtual_time, wall_time=time.perf_counter() - start,
+        finding=finding.record() if finding.failed else None)
+
+
+def run_task(task: Task) -> ScenarioOutcome:
+    """One task, supervised from outside (a rank stuck in C code holding the GIL is killed after
+    the watchdog); a scenario that cannot run is an "error" outcome, not a crash of the run."""
+    import simfs
+
+    start = time.perf_counter()
+    try:
+        outcome: ScenarioOutcome = simfs.isolated(_search, task, watchdog=task.watchdog)
+        return outcome
+    except (simfs.Stalled, simfs.SimfsError, ValueError, TypeError, ImportError, OSError) as exc:
+        return ScenarioOutcome(scenario=task.scenario, profile=task.profile, family="", expected="pass",
+                               verdict="error", examples=0, virtual_time=0.0,
+                               wall_time=time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
+
+
+def run_tasks(tasks: list[Task], jobs: int) -> Iterator[tuple[int, ScenarioOutcome]]:
+    """(index, outcome) of every task as it finishes; ``jobs`` worker processes (1: here)."""
+    if jobs <= 1:
+        for index, task in enumerate(tasks):
+            yield index, run_task(task)
+        return
+    os.environ["PYTHONHASHSEED"] = "0"  # the workers hash str as every other run does
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(run_task, task): index for index, task in enumerate(tasks)}
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def shard(tasks: list[Task], spec: str | None) -> list[Task]:
+    """The K-th of N shards ('K/N', 1-based): every N-th task, in a fixed order."""
+    if spec is None:
+        return tasks
+    k_text, sep, n_text = spec.partition("/")
+    try:
+        k, n = int(k_text), int(n_text)
+    except ValueError:
+        k = n = 0
+    if not sep or not 1 <= k <= n:
+        raise ValueError(f"--shard must be K/N with 1 <= K <= N, got {spec!r}")
+    return tasks[k - 1::n]

@@ -1,0 +1,5 @@
+"""``python -m simfs``: the ``simfs`` command."""
+
+from scenarios.cli import console
+
+console()

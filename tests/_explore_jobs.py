@@ -1,0 +1,90 @@
+"""Rank programs for tests/test_explore.py (importable, so their replay strings name them)."""
+
+from __future__ import annotations
+
+import os
+
+import torch.distributed as dist
+
+import coord
+
+TRACE = "/shared/trace"
+
+
+def lingua_makedirs() -> None:
+    """Every rank: exists-then-makedirs (Lingua #49)."""
+    if not os.path.exists(TRACE):
+        os.makedirs(TRACE, exist_ok=True)
+    dist.barrier()
+
+
+def rank0_makedirs() -> None:
+    if dist.get_rank() == 0:
+        os.makedirs(TRACE, exist_ok=True)
+    dist.barrier()
+
+
+def rank1_raises() -> None:
+    """Rank 1 fails; the others then wait at the barrier until it times out."""
+    if dist.get_rank() == 1:
+        raise RuntimeError("rank 1 broke")
+    dist.barrier()
+
+
+def _shard(step: int, rank: int) -> str:
+    return f"step {step} rank {rank} " * 40
+
+
+def save_tracker_in_place() -> None:
+    """Two checkpoints; rank 0 then writes 'latest' in place (truncate, write)."""
+    rank = dist.get_rank()
+    for step in (1, 2):
+        directory = f"/shared/ckpt/step-{step}"
+        if rank == 0:
+            os.makedirs(directory, exist_ok=True)
+        dist.barrier()
+        with open(f"{directory}/shard-{rank}", "w") as f:
+            f.write(_shard(step, rank))
+            f.flush()
+            os.fsync(f.fileno())
+        dist.barrier()
+        if rank == 0:
+            with open("/shared/ckpt/latest", "w") as f:
+                f.write(str(step))
+        dist.barrier()
+
+
+def save_tracker_atomically() -> None:
+    """The same, done right: the shards' entries made durable (their directory and its parent
+    fsynced), then the tracker replaced atomically (coord.atomic_write: temp file, fsync, rename)."""
+    rank = dist.get_rank()
+    for step in (1, 2):
+        directory = f"/shared/ckpt/step-{step}"
+        if rank == 0:
+            os.makedirs(directory, exist_ok=True)
+        dist.barrier()
+        with open(f"{directory}/shard-{rank}", "w") as f:
+            f.write(_shard(step, rank))
+            f.flush()
+            os.fsync(f.fileno())
+        dist.barrier()
+        if rank == 0:
+            coord.fsync_dir(directory)
+            coord.fsync_dir("/shared/ckpt")
+            with coord.atomic_write("/shared/ckpt/latest", "w") as f:
+                f.write(str(step))
+        dist.barrier()
+
+
+def resume() -> int | None:
+    """Load the checkpoint 'latest' names; it must be complete."""
+    rank = dist.get_rank()
+    try:
+        with open("/shared/ckpt/latest") as f:
+            step = int(f.read())
+    except FileNotFoundError:
+        return None
+    with open(f"/shared/ckpt/step-{step}/shard-{rank}") as f:
+        if f.read() != _shard(step, rank):
+            raise RuntimeError(f"checkpoint step-{step} is incomplete")
+    return step
