@@ -57,18 +57,28 @@ for (const button of document.querySelectorAll('button.copy')) {
 _RUNS = {0: "run 0: the job", 1: "run 1: recover, the restarted job after the crash"}
 
 
+def _failed(outcome: ScenarioOutcome) -> FindingRecord | None:
+    """The counterexample found, if one was."""
+    return outcome.finding if outcome.finding is not None and outcome.finding.failed else None
+
+
+def _title(outcome: ScenarioOutcome) -> str:
+    return f"{escape(outcome.scenario)}[{escape(outcome.profile)}]"
+
+
 def _summary(report: Report) -> str:
     rows = []
     for i, o in enumerate(report.outcomes):
         name = escape(o.scenario)
-        if o.finding is not None and o.finding.failed:
+        if _failed(o) is not None:
             name = f'<a href="#finding-{i}">{name}</a>'
         elif o.verdict == "error":
             name = f'<a href="#error-{i}">{name}</a>'
         mark = '<span class="yes">✓</span>' if o.as_expected else '<span class="no">✗</span>'
         rows.append(f'<tr class="{"expected" if o.as_expected else "unexpected"}" '
                     f'data-as-expected="{str(o.as_expected).lower()}"><td>{name}</td><td>{escape(o.profile)}</td>'
-                    f'<td>{o.expected}</td><td class="verdict-{o.verdict}">{o.verdict}</td><td>{mark}</td>'
+                    f'<td>{escape(o.expected)}</td><td class="verdict-{escape(o.verdict)}">{escape(o.verdict)}</td>'
+                    f'<td>{mark}</td>'
                     f'<td class="num">{o.examples}</td><td class="num">{seconds(o.virtual_time)}</td>'
                     f'<td class="num">{seconds(o.wall_time)}</td></tr>')
     return ('<section id="summary"><h2>Summary</h2><p><label><input type="checkbox" id="only-unexpected"> '
@@ -101,9 +111,10 @@ def _timeline(finding: FindingRecord) -> str:
 
 def _finding(index: int, outcome: ScenarioOutcome, finding: FindingRecord) -> str:
     state = "failed as expected" if outcome.as_expected else f"failed, expected to {outcome.expected}"
-    return (f'<section class="finding" id="finding-{index}"><h2>{escape(outcome.scenario)}[{escape(outcome.profile)}]'
-            f" {state}</h2><p class=\"meta\">{escape(outcome.family)} · examples: {finding.examples} · "
-            f"{seconds(finding.virtual_time)} virtual · {seconds(finding.wall_time)} wall</p>"
+    meta = [outcome.family, f"examples: {finding.examples}", f"{seconds(finding.virtual_time)} virtual",
+            f"{seconds(finding.wall_time)} wall"]
+    return (f'<section class="finding" id="finding-{index}"><h2>{_title(outcome)} {state}</h2>'
+            f'<p class="meta">{escape(" · ".join(m for m in meta if m))}</p>'
             f"<h3>Counterexample</h3><pre class=\"description\">{escape(finding.description)}</pre>"
             f'<h3>Replay</h3><div class="replay"><pre><code>{escape(replay_command(finding.replay))}</code></pre>'
             f'<button class="copy" type="button">copy</button></div>'
@@ -111,8 +122,8 @@ def _finding(index: int, outcome: ScenarioOutcome, finding: FindingRecord) -> st
 
 
 def _error(index: int, outcome: ScenarioOutcome) -> str:
-    return (f'<section class="error" id="error-{index}"><h2>{escape(outcome.scenario)}[{escape(outcome.profile)}]'
-            f" could not run</h2><pre>{escape(outcome.error)}</pre></section>")
+    return (f'<section class="error" id="error-{index}"><h2>{_title(outcome)} could not run</h2>'
+            f"<pre>{escape(outcome.error)}</pre></section>")
 
 
 def render_html(report: Report) -> str:
@@ -122,8 +133,9 @@ def render_html(report: Report) -> str:
     headline = f"{len(outcomes)} results, {unexpected} not as expected"
     sections = []
     for i, o in enumerate(outcomes):
-        if o.finding is not None and o.finding.failed:
-            sections.append(_finding(i, o, o.finding))
+        finding = _failed(o)
+        if finding is not None:
+            sections.append(_finding(i, o, finding))
         elif o.verdict == "error":
             sections.append(_error(i, o))
     interrupted = ('<p class="interrupted">interrupted: this report holds the results finished before the run '
