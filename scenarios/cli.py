@@ -17,6 +17,8 @@ from typing import Any
 import simfs
 
 from .outcome import SCHEMA, Report, ScenarioOutcome
+from .reporting._common import replay_command
+from .mix import fault_kinds
 from .runner import Task, load_callable, run_tasks, shard
 
 EXIT_UNEXPECTED, EXIT_USAGE, EXIT_STALLED, EXIT_INTERRUPTED = 1, 2, 3, 130
@@ -58,9 +60,10 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
         if len(jobs) != len(args.names):
             raise ValueError("give either scenario names or one job ('module:function'), not both")
         load_callable(jobs[0])  # a bad spec is a usage error now, not a failed search later
+        fault_kinds(args.faults.split(","))
         profile = args.profile or "nfs"
         simfs.profiles.get(profile)
-        crashes: bool | str = {"off": False, "on": True, "exhaustive": "exhaustive"}[args.crashes]
+        crashes: bool | str = "exhaustive" if args.crashes == "exhaustive" else args.crashes == "on"
         return [Task(job, profile, recover=args.recover, check=args.check, crashes=crashes, faults=args.faults,
                      **common) for job in jobs]
     from .registry import all_scenarios, get
@@ -102,8 +105,8 @@ def _show_failures(console: Any, outcomes: list[ScenarioOutcome], *, all_failure
         elif o.finding is not None and (all_failures or not o.as_expected):
             console.print(f"\n[bold]{o.scenario} on {o.profile}[/]: ", end="")
             console.print(o.finding.description, markup=False, highlight=False)
-            console.print("reproduce: simfs replay " + shlex.quote(o.finding.replay), markup=False,
-                          highlight=False, soft_wrap=True)
+            console.print("reproduce: " + replay_command(o.finding.replay), markup=False, highlight=False,
+                          soft_wrap=True)
 
 
 def _report(args: argparse.Namespace, outcomes: list[ScenarioOutcome], started: float, when: str,
@@ -123,7 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     tasks = shard(_tasks(args), args.shard)
-    console = Console(highlight=False)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
     started, when = time.perf_counter(), datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     done: dict[int, ScenarioOutcome] = {}
     interrupted = False

@@ -13,6 +13,7 @@ from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, PowerLoss, 
 from . import replaying
 from .example import Crash, Example, Execution
 from .outcome import Event, Failure, FindingRecord
+from .reporting._common import replay_command
 from .target import Target
 
 
@@ -135,7 +136,7 @@ class Finding:
                 f"{self.examples} examples in {self.wall_time:.1f}s (shrunk)")
         notes = "".join(f"\nnote: {n}" for n in self.notes)
         return f"{head}\n{self.description}{notes}\nreplay: scenarios.replay({self.replay!r})" \
-               f"\n    or: simfs replay '{self.replay}'"
+               f"\n    or: {replay_command(self.replay)}"
 
 
 def finding_of(target: Target, example: Example, execution: Execution, *, examples: int, wall: float,

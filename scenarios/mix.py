@@ -32,10 +32,10 @@ def fault_kinds(faults: str | Iterable[str]) -> tuple[str, ...]:
     """``"default"`` (interleavings, cache lifetimes, start skew), ``"all"``, ``"none"``, or
     an iterable of kinds from ``KINDS``."""
     if isinstance(faults, str):
-        named = {"default": DEFAULT_KINDS, "all": KINDS, "none": ()}
-        if faults in named:
-            return named[faults]
         faults = [faults]
+    named = {"default": DEFAULT_KINDS, "all": KINDS, "none": ()}
+    if isinstance(faults, list) and len(faults) == 1 and faults[0] in named:
+        return named[faults[0]]
     kinds = tuple(faults)
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:

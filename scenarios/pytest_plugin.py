@@ -180,7 +180,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                              "it by module and name)")
         profiles = _options(mark, metafunc.function, metafunc.config).profiles
     except ValueError as exc:
-        pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
+        raise pytest.fail.Exception(f"{metafunc.definition.nodeid}: {exc}", pytrace=False) from None
     if metafunc.config.stash[_SESSION].profile is None and len(profiles) > 1:
         metafunc.fixturenames.append("simfs_profile")
         metafunc.parametrize("simfs_profile", profiles, ids=[_profile(p).name for p in profiles])

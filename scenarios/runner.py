@@ -16,6 +16,9 @@ from multiprocessing import get_context
 from typing import Any
 
 from .outcome import ScenarioOutcome
+from .registry import Expectation
+
+_PASS: Expectation = "pass"
 
 
 @dataclass(frozen=True)
@@ -76,14 +79,14 @@ def _search(task: Task) -> ScenarioOutcome:
         check = load_callable(task.check) if task.check else None
         nodes, rpn, examples = task.nodes or 2, task.ranks_per_node or 2, task.examples or 100
         crashes: Any = task.crashes
-        faults: Any = task.faults.split(",") if "," in task.faults else task.faults
-        family, expected = "job", "pass"
+        faults: Any = task.faults.split(",")
+        family, expected = "job", _PASS
     else:
         sc = get(task.scenario)
         job, recover, check, crashes, faults = sc.job, sc.recover, sc.check, sc.crashes, sc.faults
         nodes, rpn = task.nodes or sc.nodes, task.ranks_per_node or sc.ranks_per_node
         examples, family = task.examples or sc.max_examples, sc.family
-        expected = sc.expect.get(task.profile, "pass")
+        expected = sc.expect.get(task.profile, _PASS)
     finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn, profile=task.profile,
                       faults=faults, crashes=crashes, max_examples=examples, seed=task.seed)
     return ScenarioOutcome(

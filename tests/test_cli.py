@@ -1,0 +1,131 @@
+"""The simfs command: `simfs run` searches a job or the library, writes reports, and exits with
+what a CI step needs; bad input is a usage error that names what is wrong."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scenarios.cli import main
+from scenarios.outcome import decode
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBS = "tests._explore_jobs"
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run from an empty directory (the default report directory is relative)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(ROOT))
+    return tmp_path
+
+
+def test_a_failing_job_shows_its_root_cause_and_replay(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", f"{JOBS}:lingua_makedirs", "--profile", "beegfs", "--examples", "20"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "root cause: rank" in out and "FileExistsError" in out
+    assert out.index("root cause") < out.index("simfs replay 'scenarios1:")
+    report = decode((in_tmp / "reports" / "runs" / "report.json").read_bytes())
+    (outcome,) = report.outcomes
+    assert (outcome.verdict, outcome.expected, outcome.as_expected) == ("fail", "pass", False)
+    replay = outcome.finding.replay if outcome.finding else ""
+    assert main(["replay", replay]) == 1
+    assert "FileExistsError" in capsys.readouterr().out
+
+
+def test_a_passing_job_exits_0_and_reports(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", f"{JOBS}:rank0_makedirs", "--profile", "beegfs", "--examples", "20", "--report",
+                 str(in_tmp / "out")])
+    assert code == 0, capsys.readouterr().out
+    assert {p.name for p in (in_tmp / "out").iterdir()} == {"report.json", "report.xml", "report.html"}
+
+
+def test_a_crash_job_from_the_command_line(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", f"{JOBS}:save_tracker_in_place", "--recover", f"{JOBS}:resume", "--crashes", "exhaustive",
+                 "--nodes", "1", "--profile", "local", "--report", ""])
+    out = capsys.readouterr().out
+    assert code == 1 and "lost power" in out
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["run", "nocolon:"], "module:function"),
+    (["run", "no_such_module_xyz:job"], "no_such_module_xyz"),
+    (["run", f"{JOBS}:no_such_function"], "no_such_function"),
+    (["run", "missing_file.py:job"], "missing_file.py"),
+    (["run", f"{JOBS}:rank0_makedirs", "--profile", "nope"], "nope"),
+    (["run", "no-such-scenario"], "no-such-scenario"),
+    (["run", f"{JOBS}:rank0_makedirs", "--shard", "3/2"], "--shard"),
+    (["run", f"{JOBS}:rank0_makedirs", "--faults", "gremlins"], "gremlins"),
+])
+def test_bad_input_exits_2_naming_it(in_tmp: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+                                     fragment: str) -> None:
+    assert main([*argv, "--report", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simfs: error:") and fragment in err
+
+
+@pytest.mark.parametrize("flag", ["--examples", "--nodes", "--ranks-per-node", "--jobs"])
+def test_counts_must_be_at_least_one(in_tmp: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["run", f"{JOBS}:rank0_makedirs", flag, "0"])
+    assert info.value.code == 2 and ">= 1" in capsys.readouterr().err
+
+
+def test_help_shows_defaults_and_units(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    assert "(default: 60.0)" in out and "seconds" in out and "--shard K/N" in out
+
+
+def _simfs(*args: str, cwd: Path, **kw: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "simfs", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300, **kw)  # type: ignore[call-overload,no-any-return]
+
+
+def test_help_and_version_do_not_import_torch(tmp_path: Path) -> None:
+    code = ("import sys; sys.argv = ['simfs', '--help']\nfrom scenarios.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\nprint('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.strip().endswith("False"), proc.stdout + proc.stderr
+    version = _simfs("--version", cwd=tmp_path)
+    assert version.returncode == 0 and re.match(r"simfs \d", version.stdout)
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(f"'{sys.executable}' -m simfs profiles nfs | head -c 10", shell=True, cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert "BrokenPipe" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_writes_the_partial_report_and_exits_130(tmp_path: Path) -> None:
+    (tmp_path / "slowjob.py").write_text(
+        "import time, torch.distributed as dist\n"
+        "def job():\n"
+        "    t = time.perf_counter()\n"
+        "    while time.perf_counter() - t < 0.5:\n"  # real seconds: a search that takes a while
+        "        pass\n"
+        "    dist.barrier()\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "simfs", "run", "slowjob.py:job", "--examples", "1000",
+                             "--report", "out"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(8)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["interrupted"] is True
