@@ -16,9 +16,9 @@ from typing import Any
 
 import simfs
 
+from .mix import fault_kinds
 from .outcome import SCHEMA, Report, ScenarioOutcome
 from .reporting._common import replay_command
-from .mix import fault_kinds
 from .runner import Task, load_callable, run_tasks, shard
 
 EXIT_UNEXPECTED, EXIT_USAGE, EXIT_STALLED, EXIT_INTERRUPTED = 1, 2, 3, 130
