@@ -243,6 +243,20 @@ def test_hundreds_of_events_stay_readable() -> None:
     assert label == "rank 5: stat /shared/ckpt/done → ENOENT, then TimeoutError"
 
 
+def test_three_identical_events_in_a_row_make_one_mark_two_stay_two() -> None:
+    trace = [_event(0, "barrier", "WORLD", "arrived", time=1.0), _event(0, "barrier", "WORLD", "arrived", time=2.0),
+             _event(1, "stat", "/shared/x", "ENOENT", time=1.0), _event(1, "stat", "/shared/x", "ENOENT", time=1.5),
+             _event(1, "stat", "/shared/x", "ENOENT", time=2.0)]
+    (_, svg), = timeline_svgs(trace, None)
+    root = ET.fromstring(svg)
+    lanes = {g.get("data-rank"): by_class(g, "mark") for g in by_class(root, "lane", "rank")}
+    assert [m.tag for m in lanes["0"]] == [NS + "polygon"] * 2
+    (bar,) = lanes["1"]
+    assert bar.findtext(NS + "title") == \
+        "1.0000000 s  rank 1 (node0): stat /shared/x → ENOENT  (\N{MULTIPLICATION SIGN}3, the last at 2.0000000 s)"
+    assert float(bar.get("width", "0")) > 100  # from the first to the last
+
+
 def test_empty_trace_says_so() -> None:
     finding = FindingRecord(True, "the check failed", "scenarios1:x", 3, 0.1, 0.0,
                             Failure(0, None, "check", "AssertionError: 2 != 3", "", ""))

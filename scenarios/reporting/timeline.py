@@ -57,6 +57,7 @@ _CUT = 28.0  # an axis break
 _GAP = 1.0  # least room between two marks' columns
 _CHAR = 6.6  # width of a character of the failing label (11 px monospace)
 _LABEL_CHARS = 90
+_COLLAPSE = 3  # this many identical events in a row in a lane (a polling loop) make one mark
 _TIMES = "\N{MULTIPLICATION SIGN}"  # before the count of a collapsed run of repeats
 
 
@@ -118,10 +119,21 @@ def _who(event: Event) -> str:
 class _Mark:
     """One event, or a lane's run of identical ones (same operation, path and outcome)."""
 
-    first: Event
-    last: Event
+    events: list[Event]
+    index: int  # of its first event in the run: marks at one time keep the order they happened in
     failing: bool
-    count: int = 1
+
+    @property
+    def first(self) -> Event:
+        return self.events[0]
+
+    @property
+    def last(self) -> Event:
+        return self.events[-1]
+
+    @property
+    def count(self) -> int:
+        return len(self.events)
 
     @property
     def kind(self) -> str:
@@ -157,24 +169,28 @@ class _Mark:
         return text
 
 
-def _marks(events: Iterable[Event], failing: Event | None) -> tuple[list[_Mark], list[Event]]:
-    """The marks of one run's events (time-sorted) and its ranks' sleeps (drawn as lines)."""
-    marks: list[_Mark] = []
+def _marks(events: Sequence[Event], failing: Event | None) -> tuple[list[_Mark], list[Event]]:
+    """The marks of one run's events (time-sorted), a lane's run of at least ``_COLLAPSE``
+    identical ones as one; and its ranks' sleeps (drawn as lines)."""
+    runs: list[_Mark] = []
     sleeps: list[Event] = []
-    latest: dict[int, _Mark] = {}  # each lane's last mark
-    for event in events:
+    latest: dict[int, _Mark] = {}  # each lane's last run
+    for index, event in enumerate(events):
         if event.op == "sleep" and event.rank >= 0:
             sleeps.append(event)
             continue
         is_failing = event is failing
-        mark = latest.get(event.rank)
-        if (mark is not None and not (mark.failing or is_failing)
-                and (mark.last.op, mark.last.path, mark.last.outcome) == (event.op, event.path, event.outcome)):
-            mark.last, mark.count = event, mark.count + 1
+        run = latest.get(event.rank)
+        if (run is not None and not (run.failing or is_failing)
+                and (run.last.op, run.last.path, run.last.outcome) == (event.op, event.path, event.outcome)):
+            run.events.append(event)
             continue
-        latest[event.rank] = mark = _Mark(event, event, is_failing)
-        marks.append(mark)
-    return marks, sleeps
+        latest[event.rank] = run = _Mark([event], index, is_failing)
+        runs.append(run)
+    position = {id(e): i for i, e in enumerate(events)}
+    marks = [m for m in runs if m.count >= _COLLAPSE]
+    marks.extend(_Mark([e], position[id(e)], m.failing) for m in runs if m.count < _COLLAPSE for e in m.events)
+    return sorted(marks, key=lambda m: m.index), sleeps
 
 
 def _sleep_end(event: Event) -> float:
@@ -377,7 +393,8 @@ class _Panel:
                          f'{cx:.1f},{top + _MARK:.1f} {cx - half:.1f},{y:.1f}">{title}</polygon>')
         else:
             parts.append(f'<rect class="{mark.classes}" x="{x:.1f}" y="{top:.1f}" width="{width:.1f}" '
-                         f'height="{_MARK}" rx="{1 if mark.kind == "op" else width / 2:.1f}">{title}</rect>')
+                         f'height="{_MARK}" rx="{width / 2 if mark.kind == "cluster" and mark.count == 1 else 1:.1f}">'
+                         f"{title}</rect>")
         if mark.count > 1 and width >= 20:
             parts.append(f'<text class="count" x="{x + width / 2:.1f}" y="{y + 3:.1f}">{_TIMES}{mark.count}</text>')
         return "".join(parts)
