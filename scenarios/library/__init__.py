@@ -1,2 +1,7 @@
 """The built-in scenario library: each family of naive patterns next to the fix, registered
-with the profiles where the real filesystem makes the naive one fail."""
+with the profiles where the real filesystem makes the naive one fail. Importing the package
+registers every family (one module each)."""
+
+from . import decide, latest, locks, makedirs, rotation, sync, torch_dcp, wait
+
+__all__ = ["decide", "latest", "locks", "makedirs", "rotation", "sync", "torch_dcp", "wait"]
