@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from scenarios import outcome as model
 from scenarios.outcome import Event, Failure, FindingRecord, Report
 from scenarios.reporting import read_json, render_html, replay_command, write_all, write_json, write_junit
-from scenarios.reporting.timeline import failing_event, failing_label, timeline_svgs
+from scenarios.reporting.failing import failing_event, failing_label
+from scenarios.reporting.timeline import timeline_svgs
 
 NS = "{http://www.w3.org/2000/svg}"
 SVG = re.compile(r'<svg class="timeline" data-run="(\d+)".*?</svg>', re.S)

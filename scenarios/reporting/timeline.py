@@ -2,23 +2,22 @@
 (crashes, server restarts, evictions), on a virtual-time axis.
 
 Readable with hundreds of events: marks that start at one virtual time stand side by side in
-the order they happened, a stretch with nothing starting that is far longer than the others is
-cut short (an axis break), and a lane's repeats of one operation with one outcome (a polling
-loop) collapse into one bar. Its classes are styled by :data:`STYLE`."""
+the order they happened, long idle stretches are cut short (see ``_axis``), and a lane's repeats
+of one operation with one outcome (a polling loop) collapse into one bar. Its classes are styled
+by :data:`STYLE`."""
 
 from __future__ import annotations
 
 import bisect
-import errno
-import itertools
 import math
-import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
 from ..outcome import Event, Failure
+from ._axis import Axis
+from .failing import describe, errno_of, failing_event, failing_label
 
 CRASHES = frozenset({"crash", "server-crash", "disk-crash"})
 
@@ -53,60 +52,10 @@ _TOP = 36.0  # the failing operation's label, crash labels
 _LANE = 24.0
 _MARK = 14.0  # mark height
 _AXIS = 40.0  # tick labels, break labels
-_CUT = 28.0  # an axis break
-_GAP = 1.0  # least room between two marks' columns
 _CHAR = 6.6  # width of a character of the failing label (11 px monospace)
 _LABEL_CHARS = 90
 _COLLAPSE = 3  # this many identical events in a row in a lane (a polling loop) make one mark
 _TIMES = "\N{MULTIPLICATION SIGN}"  # before the count of a collapsed run of repeats
-
-
-def failing_event(trace: Sequence[Event], failure: Failure | None) -> Event | None:
-    """The operation where ``failure`` happened: of its run and rank, the last one whose outcome
-    is the errno its error names (on the path it names, if any), else that rank's last one (a
-    sleep is no operation)."""
-    if failure is None or failure.rank is None:
-        return None
-    mine = [e for e in trace if e.run == failure.run and e.rank == failure.rank and e.op != "sleep"]
-    name = _errno_named(failure.error)
-    matching = [e for e in mine if name and _errno_of(e.outcome) == name]
-    on_path = [e for e in matching if e.path and repr(e.path) in failure.error]
-    for candidates in (on_path, matching, mine):
-        if candidates:
-            return candidates[-1]
-    return None
-
-
-def _errno_named(error: str) -> str | None:
-    """'EEXIST' for "FileExistsError: [Errno 17] File exists: ..." (or an errno name in it)."""
-    number = re.search(r"\[Errno (\d+)\]", error)
-    if number:
-        return errno.errorcode.get(int(number.group(1)))
-    return next((word for word in re.findall(r"\bE[A-Z0-9]+\b", error) if hasattr(errno, word)), None)
-
-
-def _errno_of(outcome: str) -> str | None:
-    """'ENOENT' for the outcome 'ENOENT (stale: ...)', None for 'ok' or 'arrived'."""
-    first = outcome.split(" ", 1)[0]
-    return first if first.startswith("E") and hasattr(errno, first) else None
-
-
-def describe(event: Event) -> str:
-    """'mkdir /shared/trace → EEXIST'."""
-    return " ".join(part for part in (event.op, event.path, "→", event.outcome) if part)
-
-
-def failing_label(event: Event, failure: Failure | None) -> str:
-    """'rank 1: mkdir /shared/trace → EEXIST'; when the operation is only the rank's last before
-    it raised, the exception follows: 'rank 1: close /shared/ckpt/latest → ok, then JSONDecodeError'."""
-    text = f"rank {event.rank}: {describe(event)}"
-    if failure is None or failure.kind not in ("raised", "thread"):
-        return text
-    named = _errno_named(failure.error)
-    if named is not None and named == _errno_of(event.outcome):
-        return text
-    name = failure.error.split(":", 1)[0].rsplit(".", 1)[-1]
-    return f"{text}, then {name}" if name.isidentifier() else text
 
 
 def _who(event: Event) -> str:
@@ -153,7 +102,7 @@ class _Mark:
         words = ["mark", self.kind]
         if outcome.startswith("timeout"):
             words.append("timeout")
-        elif _errno_of(outcome):
+        elif errno_of(outcome):
             words.append("err")
         if self.stale:
             words.append("stale")
@@ -202,109 +151,6 @@ def _sleep_end(event: Event) -> float:
     return event.time + duration if math.isfinite(duration) and duration > 0 else event.time
 
 
-@dataclass
-class _Axis:
-    """Where virtual times lie: a column per time at which marks start (as wide as they are side
-    by side), linear in between, with long empty stretches cut to a fixed width."""
-
-    times: list[float]
-    lefts: list[float]
-    widths: list[float]
-    cut: list[bool]  # whether the stretch after each time is cut short
-    slot: float  # the width of a mark's place in its column
-
-    @classmethod
-    def build(cls, marks: Sequence[_Mark], ends: Iterable[float]) -> _Axis:
-        starts = Counter(m.first.time for m in marks)
-        times = sorted({*starts, *ends})
-        slot = max(2.0, min(6.0, 0.6 * _TARGET / max(len(marks), 1)))
-        widths = [starts[t] * slot for t in times]
-        gaps = [b - a for a, b in itertools.pairwise(times)]
-        cut = [gap > _cut_above(gaps, times[-1] - times[0]) for gap in gaps]
-        linear = sum(gap for gap, c in zip(gaps, cut) if not c)
-        fixed = sum(widths) + _CUT * sum(cut) + _GAP * len(gaps)
-        room = max(_TARGET - fixed, 0.4 * _TARGET)  # shared by the stretches not cut, as they last
-        lefts, x = [], _LEFT + 8
-        for i, width in enumerate(widths):
-            lefts.append(x)
-            x += width + (0.0 if i == len(gaps) else _CUT if cut[i] else _GAP + room * (gaps[i] / linear))
-        return cls(times, lefts, widths, cut, slot)
-
-    @property
-    def end(self) -> float:
-        return self.lefts[-1] + self.widths[-1]
-
-    def x(self, t: float) -> float:
-        """Where time ``t`` lies (a column's time: its left edge, where its first mark starts)."""
-        i = max(bisect.bisect_right(self.times, t) - 1, 0)
-        right = self.lefts[i] + self.widths[i]
-        if t <= self.times[i]:
-            return self.lefts[i]
-        if i + 1 == len(self.times):
-            return right
-        fraction = (t - self.times[i]) / (self.times[i + 1] - self.times[i])
-        return right + fraction * (self.lefts[i + 1] - right)
-
-    def segments(self) -> list[tuple[int, int]]:
-        """Index ranges of the columns between axis breaks."""
-        bounds = [0, *(i + 1 for i, c in enumerate(self.cut) if c), len(self.times)]
-        return [(a, b - 1) for a, b in itertools.pairwise(bounds)]
-
-    def ticks(self) -> list[tuple[float, str]]:
-        """(x, label) of each tick: every segment's start and round times within it, spaced so
-        that their labels do not overlap."""
-        out: list[tuple[float, str]] = []
-        for first, last in self.segments():
-            t0, t1 = self.times[first], self.times[last]
-            wanted = max(1, int((self.lefts[last] + self.widths[last] - self.lefts[first]) / 110))
-            step = _nice((t1 - t0) / wanted) if t1 - t0 > 1e-9 else 0.0  # below a nanosecond: one label
-            rounds = range(math.ceil(t0 / step - 1e-9), math.floor(t1 / step + 1e-9) + 1) if step else range(0)
-            if rounds:
-                decimals = max(0, -math.floor(math.log10(step)))
-                out.extend((self.x(k * step), _tick_label(k * step, decimals)) for k in rounds)
-            else:  # no round time in it: its own time, in full
-                out.append((self.lefts[first], _tick_label(t0, 7)))
-        return _spaced(out)
-
-    def breaks(self) -> list[tuple[float, float, float]]:
-        """(x from, x to, seconds cut) of each axis break."""
-        return [(self.lefts[i] + self.widths[i], self.lefts[i + 1], self.times[i + 1] - self.times[i])
-                for i, c in enumerate(self.cut) if c]
-
-
-def _spaced(labels: list[tuple[float, str]]) -> list[tuple[float, str]]:
-    """The (x, text) labels, centred at x, less those that would overlap the one kept before."""
-    out: list[tuple[float, str]] = []
-    for x, text in labels:
-        if not out or x - out[-1][0] >= _CHAR * (len(out[-1][1]) + len(text)) / 2 + 8:
-            out.append((x, text))
-    return out
-
-
-def _cut_above(gaps: list[float], span: float) -> float:
-    """How long a stretch with nothing starting must be to be cut short: far longer than most
-    (20 times the median) and a noticeable part of the run (5 %)."""
-    nonzero = sorted(g for g in gaps if g > 0)
-    if not nonzero:
-        return math.inf
-    return max(20 * nonzero[len(nonzero) // 2], 0.05 * span)
-
-
-def _nice(raw: float) -> float:
-    """The 1, 2 or 5 times a power of ten at least ``raw``."""
-    power = 10.0 ** math.floor(math.log10(raw))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
-
-
-def _tick_label(value: float, decimals: int) -> str:
-    text = f"{value:.{decimals}f}"
-    return (text.rstrip("0").rstrip(".") if "." in text else text) + " s"
-
-
-def _seconds_cut(value: float) -> str:
-    return f"+{value:,.0f} s" if value >= 10 else f"+{value:.3g} s"
-
-
 def timeline_svgs(trace: Sequence[Event], failure: Failure | None) -> list[tuple[int, str]]:
     """(run, SVG) for each run of ``trace``: the job (0) and, after a crash, the restarted job (1)."""
     failing = failing_event(trace, failure)
@@ -327,7 +173,8 @@ class _Panel:
         self.marks, self.sleeps = _marks(sorted(events, key=lambda e: e.time), failing)
         self.lanes = ranks + ([-1] if any(e.rank < 0 for e in events) else [])
         self.nodes = nodes
-        self.axis = _Axis.build(self.marks, (_sleep_end(e) for e in self.sleeps))
+        self.axis = Axis.build([m.first.time for m in self.marks], (_sleep_end(e) for e in self.sleeps),
+                               left=_LEFT + 8, target=_TARGET)
         self.label = next((_clip(failing_label(m.first, failure), _LABEL_CHARS) for m in self.marks if m.failing), "")
         self.width = max(self.axis.end + _RIGHT, _LEFT + _TARGET / 2, _CHAR * len(self.label) + 16)
         self.bottom = _TOP + _LANE * len(self.lanes)
@@ -401,8 +248,8 @@ class _Panel:
 
     def _breaks(self) -> list[str]:
         return [f'<rect class="break" x="{x0 + 2:.1f}" y="{_TOP:.1f}" width="{x1 - x0 - 4:.1f}" '
-                f'height="{self.bottom - _TOP:.1f}"><title>{escape(_seconds_cut(cut))} with no operation '
-                f'starting, cut short</title></rect>' for x0, x1, cut in self.axis.breaks()]
+                f'height="{self.bottom - _TOP:.1f}"><title>{escape(lasted)} with no operation '
+                f'starting, cut short</title></rect>' for x0, x1, lasted in self.axis.breaks()]
 
     def _crash_lines(self, slots: dict[int, float]) -> list[str]:
         """A red line across the lanes where crashes hit (one for those at one virtual time),
@@ -434,7 +281,7 @@ class _Panel:
         for x, label in self.axis.ticks():
             parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y:.1f}" y2="{y + 4:.1f}"/>'
                          f'<text x="{x:.1f}" y="{y + 15:.1f}">{escape(label)}</text>')
-        for x, label in _spaced([((x0 + x1) / 2, _seconds_cut(cut)) for x0, x1, cut in self.axis.breaks()]):
+        for x, label in self.axis.break_labels():
             parts.append(f'<text x="{x:.1f}" y="{y + 30:.1f}">{escape(label)}</text>')
         parts.append("</g>")
         return "".join(parts)
