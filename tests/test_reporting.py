@@ -244,18 +244,26 @@ def test_hundreds_of_events_stay_readable() -> None:
     assert label == "rank 5: stat /shared/ckpt/done → ENOENT, then TimeoutError"
 
 
-def test_three_identical_events_in_a_row_make_one_mark_two_stay_two() -> None:
+def test_repeats_in_a_row_make_one_mark_from_three_on() -> None:
+    cycle = [("lstat", "/root"), ("lstat", "/root/.pyenv"), ("lstat", "/root/.pyenv/versions")]
     trace = [_event(0, "barrier", "WORLD", "arrived", time=1.0), _event(0, "barrier", "WORLD", "arrived", time=2.0),
              _event(1, "stat", "/shared/x", "ENOENT", time=1.0), _event(1, "stat", "/shared/x", "ENOENT", time=1.5),
-             _event(1, "stat", "/shared/x", "ENOENT", time=2.0)]
+             _event(1, "stat", "/shared/x", "ENOENT", time=2.0),
+             *(_event(2, op, path, "ENOENT", time=i / 10) for i, (op, path) in enumerate(cycle * 5)),
+             _event(2, "mkdir", "/shared/x", "ok", time=2.0)]
     (_, svg), = timeline_svgs(trace, None)
     root = ET.fromstring(svg)
     lanes = {g.get("data-rank"): by_class(g, "mark") for g in by_class(root, "lane", "rank")}
-    assert [m.tag for m in lanes["0"]] == [NS + "polygon"] * 2
+    assert [m.tag for m in lanes["0"]] == [NS + "polygon"] * 2  # two barriers stay two
     (bar,) = lanes["1"]
     assert bar.findtext(NS + "title") == \
         "1.0000000 s  rank 1 (node0): stat /shared/x → ENOENT  (\N{MULTIPLICATION SIGN}3, the last at 2.0000000 s)"
     assert float(bar.get("width", "0")) > 100  # from the first to the last
+    cycles, mkdir = lanes["2"]
+    assert cycles.findtext(NS + "title") == (
+        "0.0000000 s  rank 2 (node1): lstat /root → ENOENT; lstat /root/.pyenv → ENOENT; "
+        "lstat /root/.pyenv/versions → ENOENT  (\N{MULTIPLICATION SIGN}5, the last at 1.4000000 s)")
+    assert "mkdir" in mkdir.findtext(NS + "title", "")
 
 
 def test_empty_trace_says_so() -> None:

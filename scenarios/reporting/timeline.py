@@ -2,9 +2,9 @@
 (crashes, server restarts, evictions), on a virtual-time axis.
 
 Readable with hundreds of events: marks that start at one virtual time stand side by side in
-the order they happened, long idle stretches are cut short (see ``_axis``), and a lane's repeats
-of one operation with one outcome (a polling loop) collapse into one bar. Its classes are styled
-by :data:`STYLE`."""
+the order they happened, long idle stretches are cut short (see ``_axis``), and a lane's cycle of
+a few operations repeated again and again (a polling loop) collapses into one bar. Its classes
+are styled by :data:`STYLE`."""
 
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ _MARK = 14.0  # mark height
 _AXIS = 40.0  # tick labels, break labels
 _CHAR = 6.6  # width of a character of the failing label (11 px monospace)
 _LABEL_CHARS = 90
-_COLLAPSE = 3  # this many identical events in a row in a lane (a polling loop) make one mark
+_COLLAPSE = 3  # a cycle of operations repeated this many times in a row in a lane (a polling loop) is one mark
+_PERIOD = 4  # the longest such cycle, in operations
 _TIMES = "\N{MULTIPLICATION SIGN}"  # before the count of a collapsed run of repeats
 
 
@@ -66,11 +67,13 @@ def _who(event: Event) -> str:
 
 @dataclass
 class _Mark:
-    """One event, or a lane's run of identical ones (same operation, path and outcome)."""
+    """One event, or a lane's cycle of ``period`` operations (same operations, paths and outcomes)
+    repeated ``count`` times in a row."""
 
     events: list[Event]
     index: int  # of its first event in the run: marks at one time keep the order they happened in
     failing: bool
+    period: int = 1
 
     @property
     def first(self) -> Event:
@@ -82,7 +85,7 @@ class _Mark:
 
     @property
     def count(self) -> int:
-        return len(self.events)
+        return len(self.events) // self.period
 
     @property
     def kind(self) -> str:
@@ -112,34 +115,50 @@ class _Mark:
 
     @property
     def title(self) -> str:
-        text = f"{self.first.time:.7f} s  {_who(self.first)}: {describe(self.first)}"
+        text = f"{self.first.time:.7f} s  {_who(self.first)}: " + "; ".join(map(describe, self.events[:self.period]))
         if self.count > 1:
             text += f"  ({_TIMES}{self.count}, the last at {self.last.time:.7f} s)"
         return text
 
 
+def _is_sleep(event: Event) -> bool:
+    return event.op == "sleep" and event.rank >= 0
+
+
 def _marks(events: Sequence[Event], failing: Event | None) -> tuple[list[_Mark], list[Event]]:
-    """The marks of one run's events (time-sorted), a lane's run of at least ``_COLLAPSE``
-    identical ones as one; and its ranks' sleeps (drawn as lines)."""
-    runs: list[_Mark] = []
-    sleeps: list[Event] = []
-    latest: dict[int, _Mark] = {}  # each lane's last run
+    """The marks of one run's events (time-sorted), in the order they happened, and its ranks'
+    sleeps (drawn as lines)."""
+    lanes: dict[int, list[tuple[int, Event]]] = {}
     for index, event in enumerate(events):
-        if event.op == "sleep" and event.rank >= 0:
-            sleeps.append(event)
-            continue
-        is_failing = event is failing
-        run = latest.get(event.rank)
-        if (run is not None and not (run.failing or is_failing)
-                and (run.last.op, run.last.path, run.last.outcome) == (event.op, event.path, event.outcome)):
-            run.events.append(event)
-            continue
-        latest[event.rank] = run = _Mark([event], index, is_failing)
-        runs.append(run)
-    position = {id(e): i for i, e in enumerate(events)}
-    marks = [m for m in runs if m.count >= _COLLAPSE]
-    marks.extend(_Mark([e], position[id(e)], m.failing) for m in runs if m.count < _COLLAPSE for e in m.events)
-    return sorted(marks, key=lambda m: m.index), sleeps
+        if not _is_sleep(event):
+            lanes.setdefault(event.rank, []).append((index, event))
+    marks = [mark for lane in lanes.values() for mark in _lane_marks(lane, failing)]
+    return sorted(marks, key=lambda m: m.index), [e for e in events if _is_sleep(e)]
+
+
+def _lane_marks(lane: list[tuple[int, Event]], failing: Event | None) -> list[_Mark]:
+    """One lane's (index, event) as marks: a cycle of at most ``_PERIOD`` operations repeated at
+    least ``_COLLAPSE`` times in a row is one mark (the one covering the most events, the shortest
+    cycle of those); the failing operation always stands alone."""
+    keys: list[tuple[object, ...]] = [(id(e),) if e is failing else (e.op, e.path, e.outcome) for _, e in lane]
+    marks, i = [], 0
+    while i < len(lane):
+        covered, period = max((p * n if n >= _COLLAPSE else 0, -p) for p in range(1, _PERIOD + 1)
+                              for n in [_repeats(keys, i, p)])
+        span, period = (covered, -period) if covered else (1, 1)
+        index, event = lane[i]
+        marks.append(_Mark([e for _, e in lane[i:i + span]], index, event is failing, period))
+        i += span
+    return marks
+
+
+def _repeats(keys: list[tuple[object, ...]], start: int, period: int) -> int:
+    """How many times ``keys[start:start + period]`` occurs in a row from ``start``."""
+    block = keys[start:start + period]
+    n = 1
+    while keys[start + n * period:start + (n + 1) * period] == block:
+        n += 1
+    return n
 
 
 def _sleep_end(event: Event) -> float:
