@@ -8,6 +8,13 @@ import os
 
 import coord
 
+ALL_PROFILES = ("local", "nfs", "beegfs", "lustre", "objectstore")
+# Where a crash family's correct variant runs: not BeeGFS and not the object store, where simfs's
+# storage-server crash breaks correct code in ways neither filesystem documents (BeeGFS: files
+# created before the crash vanish silently, their writers never told; gcsfuse: uploads after it
+# get ESTALE)
+CRASH_PROFILES = ("local", "nfs", "lustre")
+
 
 class BrokenCheckpoint(RuntimeError):
     """The restarted job found what a crash left: a torn tracker, or a checkpoint it names that

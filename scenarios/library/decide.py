@@ -12,7 +12,7 @@ import torch.distributed as dist
 import coord
 
 from ..registry import scenario
-from ._common import read_file, write_file
+from ._common import ALL_PROFILES, read_file, write_file
 
 FAMILY = "decide"
 RUN = "/shared/run"
@@ -57,7 +57,7 @@ def _exists_for_everyone() -> bool:
     return True
 
 
-@scenario("decide-rank0-decides", expect=dict.fromkeys(("local", "nfs", "beegfs", "lustre", "objectstore"), "pass"),
+@scenario("decide-rank0-decides", expect=dict.fromkeys(ALL_PROFILES, "pass"),
           family=FAMILY, tags=("fixed",))
 def rank0_decides() -> None:
     """Rank 0 answers exists() for everyone (coord.rank0_decides), then every rank waits until it sees the file.

@@ -11,10 +11,9 @@ import torch.distributed as dist
 import coord
 
 from ..registry import scenario
-from ._common import write_file
+from ._common import ALL_PROFILES, write_file
 
 FAMILY = "makedirs"
-ALL = ("local", "nfs", "beegfs", "lustre", "objectstore")
 NESTED = "/shared/run/checkpoints"  # <output_dir>/checkpoints, neither there yet
 TRACES = "/shared/traces"
 
@@ -53,7 +52,7 @@ def exists_then_makedirs() -> None:
     _use(TRACES)
 
 
-@scenario("makedirs-rank0-no-barrier", expect=dict.fromkeys(ALL, "fail"), nodes=2, ranks_per_node=4,
+@scenario("makedirs-rank0-no-barrier", expect=dict.fromkeys(ALL_PROFILES, "fail"), nodes=2, ranks_per_node=4,
           family=FAMILY, tags=("naive",))
 def rank0_without_barrier() -> None:
     """Rank 0 creates the directory; the other ranks use it at once, without waiting for rank 0.
@@ -65,7 +64,7 @@ def rank0_without_barrier() -> None:
     _use(TRACES)
 
 
-@scenario("makedirs-rank0-barrier", expect=dict.fromkeys(ALL, "pass"), nodes=2, ranks_per_node=4,
+@scenario("makedirs-rank0-barrier", expect=dict.fromkeys(ALL_PROFILES, "pass"), nodes=2, ranks_per_node=4,
           family=FAMILY, tags=("fixed",))
 def rank0_then_barrier() -> None:
     """Rank 0 creates the directory, a barrier, then every rank uses it (Lingua #49's fix).
@@ -96,7 +95,7 @@ def rank0_barrier_after_lookup() -> None:
     _use(TRACES)
 
 
-@scenario("makedirs-once", expect=dict.fromkeys(ALL, "pass"), nodes=2, ranks_per_node=4, family=FAMILY,
+@scenario("makedirs-once", expect=dict.fromkeys(ALL_PROFILES, "pass"), nodes=2, ranks_per_node=4, family=FAMILY,
           tags=("fixed",))
 def makedirs_once() -> None:
     """Every rank checks os.path.exists(d) first, then coord.makedirs_once(d) and uses it at once.

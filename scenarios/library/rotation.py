@@ -9,10 +9,9 @@ import shutil
 import torch.distributed as dist
 
 from ..registry import scenario
-from ._common import node_leader, write_file
+from ._common import ALL_PROFILES, node_leader, write_file
 
 FAMILY = "rotation"
-ALL = ("local", "nfs", "beegfs", "lustre", "objectstore")
 ROOT = "/shared/output"
 STEPS = 3
 KEEP = 1  # save_total_limit
@@ -39,7 +38,7 @@ def _train(rotates: bool) -> None:
         dist.barrier()
 
 
-@scenario("rotate-every-node", expect=dict.fromkeys(ALL, "fail"), family=FAMILY, tags=("naive",))
+@scenario("rotate-every-node", expect=dict.fromkeys(ALL_PROFILES, "fail"), family=FAMILY, tags=("naive",))
 def rotate_on_every_node() -> None:
     """Each node's local rank 0 deletes old checkpoints from the shared directory (transformers #20988).
 
@@ -48,7 +47,7 @@ def rotate_on_every_node() -> None:
     _train(rotates=node_leader())
 
 
-@scenario("rotate-rank0", expect=dict.fromkeys(ALL, "pass"), family=FAMILY, tags=("fixed",))
+@scenario("rotate-rank0", expect=dict.fromkeys(ALL_PROFILES, "pass"), family=FAMILY, tags=("fixed",))
 def rotate_on_rank0() -> None:
     """Global rank 0 alone deletes old checkpoints, between barriers.
 

@@ -17,10 +17,9 @@ import torch.distributed as dist
 import coord
 
 from ..registry import scenario
-from ._common import content, node_leader, read_file, write_file
+from ._common import CRASH_PROFILES, content, node_leader, read_file, write_file
 
 FAMILY = "sync"
-PROFILES = ("local", "nfs", "objectstore")
 SOURCES = "/shared/code"
 DEST = "/tmp/code"  # node-local
 MANIFEST = f"{DEST}/.manifest.json"
@@ -112,7 +111,7 @@ def coord_recover() -> None:
 
 
 @scenario("sync-trusting-manifest", recover=manifest_recover, crashes=True, max_examples=200,
-          expect=dict.fromkeys(PROFILES, "fail"), family=FAMILY, tags=("naive",))
+          expect=dict.fromkeys(CRASH_PROFILES, "fail"), family=FAMILY, tags=("naive",))
 def sync_trusting_manifest() -> None:
     """Node leaders copy in place what their own manifest says changed, then rewrite it (PARL distributed_files).
 
@@ -124,8 +123,8 @@ def sync_trusting_manifest() -> None:
         _manifest_sync()
 
 
-@scenario("sync-files", recover=coord_recover, crashes=True, max_examples=200,
-          expect=dict.fromkeys(PROFILES, "pass"), family=FAMILY, tags=("fixed",))
+@scenario("sync-files", recover=coord_recover, crashes=True, max_examples=100,
+          expect=dict.fromkeys(CRASH_PROFILES, "pass"), family=FAMILY, tags=("fixed",))
 def sync_with_coord() -> None:
     """coord.sync_files ships the file set to every node, twice, the set changing in between.
 

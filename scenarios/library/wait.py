@@ -12,10 +12,9 @@ import torch.distributed as dist
 import coord
 
 from ..registry import scenario
-from ._common import write_file
+from ._common import ALL_PROFILES, write_file
 
 FAMILY = "wait"
-ALL = ("local", "nfs", "beegfs", "lustre", "objectstore")
 STEP = "/shared/checkpoints/step-1000"
 
 
@@ -32,7 +31,7 @@ def _write_shard() -> None:
     write_file(os.path.join(STEP, f"rank-{dist.get_rank()}.pt"), b"weights")
 
 
-@scenario("wait-fixed-timeout", expect=dict.fromkeys(ALL, "fail"), family=FAMILY, tags=("naive",))
+@scenario("wait-fixed-timeout", expect=dict.fromkeys(ALL_PROFILES, "fail"), family=FAMILY, tags=("naive",))
 def fixed_timeout_wait() -> None:
     """Rank 0 makes the step directory; the others poll path.exists() for 10 s, then write (OLMo wait_for 10 s).
 
@@ -45,7 +44,7 @@ def fixed_timeout_wait() -> None:
     _write_shard()
 
 
-@scenario("wait-visible-after-barrier", expect=dict.fromkeys(ALL, "pass"), family=FAMILY, tags=("fixed",))
+@scenario("wait-visible-after-barrier", expect=dict.fromkeys(ALL_PROFILES, "pass"), family=FAMILY, tags=("fixed",))
 def barrier_then_wait_visible() -> None:
     """Rank 0 makes the step directory, a barrier, then coord.wait_visible(dir, timeout=120), then write.
 
