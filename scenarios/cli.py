@@ -219,7 +219,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="seed of every search (the same seed finds the same thing)")
     run.add_argument("--report", default=os.path.join("reports", "runs"),
                      help="directory for report.json, report.xml (JUnit) and report.html ('' for none)")
-    run.add_argument("--jobs", type=_count, default=1, help="searches in parallel worker processes")
+    run.add_argument("--jobs", type=_count, default=min(os.cpu_count() or 1, 8),
+                     help="searches in parallel worker processes (default: one per CPU, at most 8)")
     run.add_argument("--shard", metavar="K/N", help="run only the K-th of N equal shares of the searches")
     run.add_argument("--watchdog", type=_seconds, default=60.0,
                      help="real seconds a search may go without progress before it is killed (even in C code)")

@@ -52,6 +52,7 @@ class Space:
     ranks_per_node: int
     buffer: int  # bytes of drawn decisions per run
     ops: tuple[str, ...]  # filesystem operations the job makes (errno targets)
+    node_ops: tuple[int, ...]  # operations of each node's ranks in the recorded run (crash points)
 
     @property
     def world_size(self) -> int:
@@ -93,9 +94,10 @@ def draw_example(data: DataObject, space: Space) -> Example:
     )
 
 
-def draw_crash(data: DataObject, space: Space, node_ops: list[int], mounts_with_server: bool) -> Crash:
-    """A crash at an operation drawn uniformly over those of the example's own crash-free run
-    (or right after its end), of a kind drawn from those that apply."""
+def draw_crash(data: DataObject, space: Space, mounts_with_server: bool) -> Crash:
+    """A crash at an operation drawn uniformly over those of the recorded run (or right after
+    its end), of a kind drawn from those that apply."""
+    node_ops = space.node_ops
     kinds = ["power"] + (["node"] if space.nodes > 1 else []) + (["server"] if mounts_with_server else [])
     kind = data.draw(st.sampled_from(kinds))
     pick = position(data.draw(uniform_position), PICK_SCALE)
