@@ -54,6 +54,7 @@ class SimfsOptions:
 
     @property
     def profiles(self) -> list[ProfileSpec]:
+        """The profile, or the profiles, as a list."""
         if isinstance(self.profile, (str, simfs.Profile)):
             return [self.profile]
         return list(self.profile)
@@ -85,6 +86,7 @@ def _profile(spec: ProfileSpec) -> simfs.Profile:
 
 
 def _examples(text: str) -> int:
+    """--simfs-examples: a count (argparse reports anything else as a usage error)."""
     try:
         value = int(text)
     except ValueError:
@@ -95,6 +97,7 @@ def _examples(text: str) -> int:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """--simfs-profile, --simfs-examples, --simfs-seed and --simfs-report."""
     group = parser.getgroup("simfs", "simfs: search simulated clusters (@pytest.mark.simfs, simfs_cluster)")
     group.addoption("--simfs-profile", metavar="PROFILE", default=None,
                     help="filesystem profile (a name such as nfs or beegfs, or a .toml file) replacing the "
@@ -137,6 +140,7 @@ _WORKER_KEY = "simfs_outcomes"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Register the mark and check the options (a usage error names a wrong one)."""
     config.addinivalue_line(
         "markers", "simfs(nodes=2, ranks_per_node=2, profile='nfs', recover=None, check=None, crashes=False, "
                    "faults='default', max_examples=None, shrink_time=10.0): the test is a rank program, searched "
@@ -156,6 +160,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def _options(mark: pytest.Mark, function: Callable[..., Any], config: pytest.Config) -> SimfsOptions:
     """A marked test's options, checked: ValueError says what is wrong."""
     options = _mark_options(mark.args, mark.kwargs)
+    if not options.profiles:
+        raise ValueError("@pytest.mark.simfs: profile lists no profile")
     if inspect.signature(function).parameters:
         raise ValueError("a @pytest.mark.simfs test is the rank program run on every rank: it takes no arguments "
                          "(use the simfs_cluster fixture in a plain test instead)")
@@ -202,7 +208,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     try:
         finding = explore(pyfuncitem.obj, recover=options.recover, check=options.check, nodes=options.nodes,
                           ranks_per_node=options.ranks_per_node, profile=profile, faults=options.faults,
-                          crashes=options.crashes, max_examples=options.max_examples or session.examples,
+                          crashes=options.crashes,
+                          max_examples=session.examples if options.max_examples is None else options.max_examples,
                           seed=session.seed, shrink_time=options.shrink_time)
     except Exception:
         session.record(pyfuncitem.nodeid, profile.name, None, time.perf_counter() - start, traceback.format_exc())
@@ -252,6 +259,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
         version = "unknown"
     started = datetime.fromtimestamp(state.started, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     command = shlex.join(["pytest", *session.config.invocation_params.args])
+    os.makedirs(os.path.dirname(state.report), exist_ok=True)
     write_json(Report(schema=SCHEMA, simfs_version=version, command=command, seed=state.seed, started=started,
                       wall_time=time.time() - state.started, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
                       outcomes=outcomes), state.report)
@@ -259,7 +267,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    """pytest-xdist, on the controller: a worker finished; keep the outcomes it recorded."""
+    """pytest-xdist, on the controller: a worker finished (or crashed); keep the outcomes it sent."""
     state = node.config.stash[_SESSION]
     state.outcomes.extend(msgspec.json.decode(text, type=ScenarioOutcome)
-                          for text in node.workeroutput.get(_WORKER_KEY, ()))
+                          for text in getattr(node, "workeroutput", {}).get(_WORKER_KEY, ()))
