@@ -33,14 +33,15 @@ def _content(rel: str, revision: int) -> bytes:
 
 
 def _publish(version: int) -> None:
-    """Rank 0 replaces the sources with a version of the file set."""
+    """Rank 0 replaces the sources with a version of the file set, durably (a storage crash
+    must not change what the job ships)."""
     if dist.get_rank() == 0:
         if os.path.isdir(SOURCES):
             shutil.rmtree(SOURCES)
         for rel, revision in FILE_SETS[version].items():
             path = os.path.join(SOURCES, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            write_file(path, _content(rel, revision))
+            write_file(path, _content(rel, revision), durable=True)
     dist.barrier()
 
 
@@ -110,8 +111,8 @@ def coord_recover() -> None:
     _verify()
 
 
-@scenario("sync-trusting-manifest", recover=manifest_recover, crashes=True, max_examples=200,
-          expect=dict.fromkeys(CRASH_PROFILES, "fail"), family=FAMILY, tags=("naive",))
+@scenario("sync-trusting-manifest", recover=manifest_recover, crashes=True, nodes=2, ranks_per_node=1,
+          max_examples=200, expect=dict.fromkeys(CRASH_PROFILES, "fail"), family=FAMILY, tags=("naive",))
 def sync_trusting_manifest() -> None:
     """Node leaders copy in place what their own manifest says changed, then rewrite it (PARL distributed_files).
 
@@ -123,7 +124,7 @@ def sync_trusting_manifest() -> None:
         _manifest_sync()
 
 
-@scenario("sync-files", recover=coord_recover, crashes=True, max_examples=100,
+@scenario("sync-files", recover=coord_recover, crashes=True, nodes=2, ranks_per_node=1, max_examples=100,
           expect=dict.fromkeys(CRASH_PROFILES, "pass"), family=FAMILY, tags=("fixed",))
 def sync_with_coord() -> None:
     """coord.sync_files ships the file set to every node, twice, the set changing in between.

@@ -79,7 +79,7 @@ def step_dir_recover() -> int:
     return step
 
 
-@scenario("dcp-overwrite", recover=overwrite_recover, crashes=True, nodes=2, ranks_per_node=1, max_examples=200,
+@scenario("dcp-overwrite", recover=overwrite_recover, crashes=True, nodes=2, ranks_per_node=1, max_examples=300,
           expect=dict.fromkeys((*CRASH_PROFILES, "objectstore"), "fail"), family=FAMILY, tags=("naive",))
 def dcp_overwrite() -> None:
     """dcp.save into one directory, then dcp.save of the next step into the same directory (DCP torn overwrite).

@@ -31,7 +31,8 @@ def _write_shard() -> None:
     write_file(os.path.join(STEP, f"rank-{dist.get_rank()}.pt"), b"weights")
 
 
-@scenario("wait-fixed-timeout", expect=dict.fromkeys(ALL_PROFILES, "fail"), family=FAMILY, tags=("naive",))
+@scenario("wait-fixed-timeout", expect=dict.fromkeys(ALL_PROFILES, "fail"), max_examples=200, family=FAMILY,
+          tags=("naive",))
 def fixed_timeout_wait() -> None:
     """Rank 0 makes the step directory; the others poll path.exists() for 10 s, then write (OLMo wait_for 10 s).
 

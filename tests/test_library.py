@@ -1,0 +1,221 @@
+"""The built-in scenario library (scenarios/library): every scenario is registered with a
+one-line explanation, a family and real profiles; each scenario fails on each profile it
+expects to fail on, for a fixed seed, start skew or crash, with the exception (or hang) that
+filesystem produces; and it passes on every profile it expects to pass on, over seeds, start
+skews and crash points drawn by Hypothesis. The search itself finds every naive one within the
+scenario's own budget (slow)."""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import shutil
+
+import pytest
+import torch.distributed as dist
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import scenarios
+import scenarios.library
+import simfs
+from scenarios.library._common import BrokenCheckpoint
+from scenarios.registry import Scenario, all_scenarios
+from simfs.runspec import job_reference, resolve_job
+
+pytestmark = pytest.mark.filterwarnings("ignore:Detected an existing checkpoint:UserWarning")  # DCP overwriting
+LIBRARY = [sc for sc in all_scenarios() if sc.job.__module__.startswith("scenarios.library.")]
+BY_NAME = {sc.name: sc for sc in LIBRARY}
+FAMILIES = {"makedirs", "wait", "decide", "latest", "rotation", "locks", "sync", "dcp"}
+SYMPTOM = dist.DistBackendError  # what the ranks waiting for a failed one raise
+
+
+def _pairs(verdict: str, crashes: bool) -> list[tuple[str, str]]:
+    return [(sc.name, profile) for sc in LIBRARY if bool(sc.crashes) == crashes
+            for profile, expected in sc.expect.items() if expected == verdict]
+
+
+def _cluster(sc: Scenario, profile: str, seed: int, faults: list[simfs.faults.Fault]) -> simfs.Cluster:
+    return simfs.Cluster(nodes=sc.nodes, ranks_per_node=sc.ranks_per_node, profile=profile, seed=seed, faults=faults)
+
+
+def _causes(result: simfs.Result) -> list[BaseException]:
+    """What the ranks raised, without the timeouts of the ranks that waited for them."""
+    return [exc for exc in result.errors.values() if not isinstance(exc, SYMPTOM)]
+
+
+def _judge(sc: Scenario, result: simfs.Result) -> None:
+    """The property a search checks: no rank raised, hung or crashed, and the check holds."""
+    assert result.ok, result.summary()
+    if sc.check is not None:
+        sc.check(result)
+
+
+# -- the registry ---------------------------------------------------------------------------------
+
+def test_importing_the_library_registers_every_family_module() -> None:
+    modules = {m.name for m in pkgutil.iter_modules(scenarios.library.__path__) if not m.name.startswith("_")}
+    assert {sc.job.__module__.rsplit(".", 1)[1] for sc in LIBRARY} == modules
+    assert {sc.family for sc in LIBRARY} == FAMILIES
+
+
+@pytest.mark.parametrize("sc", LIBRARY, ids=lambda sc: sc.name)
+def test_scenario_is_described_and_runs_on_real_profiles(sc: Scenario) -> None:
+    assert 20 <= len(sc.doc) <= 130 and sc.doc.endswith("."), sc.doc  # one line of the `simfs list` table
+    assert sc.family in FAMILIES
+    assert set(sc.expect) <= set(simfs.profiles.names())
+    assert len(set(sc.tags) & {"naive", "fixed"}) == 1, sc.tags
+    assert bool(sc.crashes) == (sc.recover is not None)
+    for program in (sc.job, sc.recover):  # replay strings name them: importable by reference
+        if program is not None:
+            reference = job_reference(program)
+            assert reference is not None and resolve_job(reference) is program
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_each_family_pairs_a_naive_pattern_with_its_fix(family: str) -> None:
+    members = [sc for sc in LIBRARY if sc.family == family]
+    naive = [sc for sc in members if "naive" in sc.tags]
+    fixed = [sc for sc in members if "fixed" in sc.tags]
+    assert naive and fixed
+    assert all("fail" in sc.expect.values() for sc in naive)
+    assert all("pass" in sc.expect.values() for sc in fixed)
+
+
+# -- failures: a fixed seed and fault shows each one ------------------------------------------------
+
+LATE_RANK0 = [simfs.SlowRank(rank=0, delay=60.0)]  # a slow import, a node that joined late
+# (scenario, profile) -> (seed, faults, what the failing rank raises; "hung": a collective
+# nobody else reaches; "check": the scenario's check rejects what the ranks returned)
+FAILURES: dict[tuple[str, str], tuple[int, list[simfs.faults.Fault], type[BaseException] | str]] = {
+    ("makedirs-every-rank", "beegfs"): (0, [], FileNotFoundError),
+    ("makedirs-exists-then-makedirs", "beegfs"): (0, [], FileExistsError),
+    **{("makedirs-rank0-no-barrier", p): (0, [], FileNotFoundError) for p in simfs.profiles.names()},
+    ("makedirs-rank0-barrier-after-lookup", "nfs"): (0, [], FileNotFoundError),
+    ("makedirs-rank0-barrier-after-lookup", "objectstore"): (0, [], FileNotFoundError),
+    **{("wait-fixed-timeout", p): (0, LATE_RANK0, TimeoutError) for p in simfs.profiles.names()},
+    ("decide-from-exists", "nfs"): (0, [], "hung"),
+    ("decide-from-exists", "objectstore"): (0, [], "hung"),
+    **{("rotate-every-node", p): (0, [], FileNotFoundError) for p in simfs.profiles.names()},
+    ("flock-counter", "beegfs"): (2, [], "check"),
+    ("flock-counter", "objectstore"): (0, [], OSError),  # ESTALE: the other node's upload won
+    ("filelock-counter", "objectstore"): (0, [], OSError),
+    ("download-cache-flock", "beegfs"): (0, [], shutil.SameFileError),
+    ("download-cache-flock", "objectstore"): (0, [], OSError),
+}
+
+
+def test_the_table_shows_every_expected_failure_without_a_crash() -> None:
+    assert sorted(FAILURES) == sorted(_pairs("fail", crashes=False))
+
+
+@pytest.mark.parametrize("name,profile", sorted(FAILURES))
+def test_naive_scenario_fails_where_its_filesystem_makes_it_fail(name: str, profile: str) -> None:
+    sc = BY_NAME[name]
+    seed, faults, expected = FAILURES[name, profile]
+    result = _cluster(sc, profile, seed, faults).run(sc.job)
+    if expected == "check":
+        assert result.ok and sc.check is not None, result.summary()
+        with pytest.raises(AssertionError, match="increments were lost"):
+            sc.check(result)
+    elif expected == "hung":
+        assert result.hung and not _causes(result), result.summary()
+    else:
+        assert isinstance(expected, type)
+        assert any(isinstance(exc, expected) for exc in _causes(result)), result.summary()
+
+
+def _ops_before(result: simfs.Result, node: int, op: str, path: str, nth: int) -> int:
+    """How many operations ``node`` made before its ``nth`` ``op`` on ``path`` (after_ops for a
+    crash just before it); its ranks' filesystem operations, in the order they ran."""
+    mine = [(e.op, e.path) for e in result.trace if e.node == node and e.rank >= 0 and e.path.startswith("/")]
+    return [i for i, each in enumerate(mine) if each == (op, path)][nth - 1]
+
+
+def _crash_then_recover(sc: Scenario, profile: str, seed: int, crash: simfs.faults.Fault) -> simfs.Result:
+    """The job with ``crash``, then ``recover`` on the restarted cluster; its result."""
+    assert sc.recover is not None
+    cluster = _cluster(sc, profile, seed, [crash])
+    cluster.run(sc.job)
+    return cluster.run(sc.recover, faults=[])
+
+
+TRACKER = "/shared/checkpoints/latest"
+METADATA_TMP = "/shared/dcp/model/.metadata.tmp"
+MANIFEST = "/tmp/code/.manifest.json"
+# (scenario, profile) -> (seed, node that crashes just before its nth op on a path, what the
+# restarted job raises). On local, /shared is node 0's disk: its crash is a power loss and the
+# seed draws what the disk keeps.
+WRONG_COPY = (json.JSONDecodeError, RuntimeError)  # a torn manifest, or a copy it vouched for
+CRASHES: dict[tuple[str, str], tuple[int, tuple[int, str, str, int], type[BaseException] | tuple[type, ...]]] = {
+    **{("latest-in-place", p): (0, (0, "write", TRACKER, 2), BrokenCheckpoint) for p in ("local", "nfs", "lustre")},
+    **{("dcp-overwrite", p): (0, (0, "rename", METADATA_TMP, 2), BrokenCheckpoint)
+       for p in ("local", "nfs", "lustre", "objectstore")},
+    ("sync-trusting-manifest", "local"): (2, (1, "write", MANIFEST, 2), WRONG_COPY),
+    ("sync-trusting-manifest", "nfs"): (2, (1, "write", MANIFEST, 2), WRONG_COPY),
+    ("sync-trusting-manifest", "lustre"): (1, (1, "write", MANIFEST, 2), WRONG_COPY),
+}
+
+
+def test_the_table_shows_every_expected_failure_after_a_crash() -> None:
+    assert sorted(CRASHES) == sorted(_pairs("fail", crashes=True))
+
+
+@pytest.mark.parametrize("name,profile", sorted(CRASHES))
+def test_naive_scenario_leaves_what_the_restarted_job_cannot_use(name: str, profile: str) -> None:
+    sc = BY_NAME[name]
+    seed, (node, op, path, nth), raised = CRASHES[name, profile]
+    probe = _cluster(sc, profile, seed, []).run(sc.job)
+    assert probe.ok, probe.summary()  # without the crash it works
+    crash = simfs.CrashNode(node=node, after_ops=_ops_before(probe, node, op, path, nth))
+    result = _crash_then_recover(sc, profile, seed, crash)
+    assert any(isinstance(exc, raised) for exc in _causes(result)), result.summary()
+
+
+# -- passes: over seeds, start skews and crash points -------------------------------------------------
+
+@pytest.mark.parametrize("name,profile", _pairs("pass", crashes=False))
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), late=st.integers(0, 7), delay=st.sampled_from([0.0, 0.5, 12.0, 300.0]))
+def test_scenario_passes_where_its_filesystem_lets_it(name: str, profile: str, seed: int, late: int,
+                                                      delay: float) -> None:
+    sc = BY_NAME[name]
+    faults = [simfs.SlowRank(rank=late % (sc.nodes * sc.ranks_per_node), delay=delay)]
+    _judge(sc, _cluster(sc, profile, seed, faults).run(sc.job))
+
+
+@st.composite
+def _crashes(draw: st.DrawFn, nodes: int, node_ops: list[int], profile: str) -> simfs.faults.Fault:
+    """A node crash, a storage-server restart or a power loss of the whole cluster, before an
+    operation drawn uniformly over the recorded run's."""
+    kinds = ["node", "power"] + ([] if simfs.profiles.get(profile).on_node else ["server"])
+    kind = draw(st.sampled_from(kinds))
+    if kind == "node":
+        node = draw(st.integers(0, nodes - 1))
+        return simfs.CrashNode(node=node, after_ops=draw(st.integers(0, node_ops[node])))
+    point = draw(st.integers(0, sum(node_ops)))
+    return simfs.CrashServer(after_ops=point) if kind == "server" else simfs.PowerLoss(after_ops=point)
+
+
+@pytest.mark.parametrize("name,profile", _pairs("pass", crashes=True))
+@settings(max_examples=8, deadline=None)
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1))
+def test_fixed_scenario_survives_any_crash(name: str, profile: str, data: st.DataObject, seed: int) -> None:
+    sc = BY_NAME[name]
+    probe = _cluster(sc, profile, seed, []).run(sc.job)
+    _judge(sc, probe)
+    crash = data.draw(_crashes(sc.nodes, probe.node_ops, profile))
+    result = _crash_then_recover(sc, profile, seed, crash)
+    _judge(sc, result)
+
+
+# -- the search finds each naive one within the scenario's own budget -----------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,profile", sorted(_pairs("fail", crashes=False) + _pairs("fail", crashes=True)))
+def test_explore_finds_the_failure_within_the_scenario_budget(name: str, profile: str) -> None:
+    sc = BY_NAME[name]
+    finding = scenarios.explore(sc.job, recover=sc.recover, check=sc.check, nodes=sc.nodes,
+                                ranks_per_node=sc.ranks_per_node, profile=profile, faults=sc.faults,
+                                crashes=sc.crashes, max_examples=sc.max_examples, seed=0, shrink_time=0.0)
+    assert finding.failed, str(finding)
