@@ -15,12 +15,11 @@ import struct
 import sys
 import tempfile
 import threading
-import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from . import checks
+from . import _real, checks
 from .errors import SimfsError
 
 _BEAT = struct.Struct("d")
@@ -50,7 +49,7 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwarg
     seconds; Ctrl-C stops the child and raises KeyboardInterrupt."""
     checks.number("isolated", "watchdog", watchdog, 0.0, 86400.0, lo_open=True, unit=" real seconds")
     beat = mmap.mmap(-1, _BEAT.size)  # shared with the child: its last sign of life
-    _BEAT.pack_into(beat, 0, time.monotonic())
+    _BEAT.pack_into(beat, 0, _real.monotonic())
     with tempfile.TemporaryFile() as stacks:
         read_end, write_end = os.pipe()
         sys.stdout.flush()
@@ -109,12 +108,13 @@ def _heartbeat(beat: mmap.mmap) -> None:
     """A thread that can run only while no one holds the GIL for long: its beat is the sign of
     life the parent watches."""
     while True:
-        _BEAT.pack_into(beat, 0, time.monotonic())
-        time.sleep(0.1)
+        _BEAT.pack_into(beat, 0, _real.monotonic())
+        _real.sleep(0.1)
 
 
 def _supervise(pid: int, fd: int, beat: mmap.mmap, stacks: Any, watchdog: float) -> bytes:
     chunks: list[bytes] = []
+    started = _real.monotonic()
     try:
         while True:
             ready, _, _ = select.select([fd], [], [], 0.1)
@@ -124,7 +124,8 @@ def _supervise(pid: int, fd: int, beat: mmap.mmap, stacks: Any, watchdog: float)
                     break
                 chunks.append(data)
                 continue
-            silent = time.monotonic() - _BEAT.unpack_from(beat, 0)[0]
+            # never earlier than the start: a beat the child has not written yet reads as 0
+            silent = _real.monotonic() - max(_BEAT.unpack_from(beat, 0)[0], started)
             if silent > watchdog:
                 raise Stalled(f"the isolated child made no progress for {silent:.1f}s (watchdog {watchdog:g}s): "
                               "a rank holds the GIL in C code, or simfs itself hangs; its threads were:",
@@ -152,8 +153,8 @@ def _after_interrupt(pid: int, fd: int) -> bytes | None:
     except ProcessLookupError:
         return None
     chunks: list[bytes] = []
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline:
+    deadline = _real.monotonic() + 5.0
+    while _real.monotonic() < deadline:
         ready, _, _ = select.select([fd], [], [], 0.1)
         if ready:
             data = os.read(fd, 1 << 20)
@@ -170,9 +171,9 @@ def _stacks_of(pid: int, stacks: Any) -> str:
         os.kill(pid, _STACKS)
     except ProcessLookupError:
         return "(the child was already gone)"
-    deadline, size = time.monotonic() + _GRACE, -1
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
+    deadline, size = _real.monotonic() + _GRACE, -1
+    while _real.monotonic() < deadline:
+        _real.sleep(0.1)
         now = os.fstat(stacks.fileno()).st_size
         if now and now == size:
             break
