@@ -80,7 +80,7 @@ def step_dir_recover() -> int:
 
 
 @scenario("dcp-overwrite", recover=overwrite_recover, crashes=True, nodes=2, ranks_per_node=1, max_examples=300,
-          expect=dict.fromkeys((*CRASH_PROFILES, "objectstore"), "fail"), family=FAMILY, tags=("naive",))
+          expect=dict.fromkeys(CRASH_PROFILES, "fail"), family=FAMILY, tags=("naive",))
 def dcp_overwrite() -> None:
     """dcp.save into one directory, then dcp.save of the next step into the same directory (DCP torn overwrite).
 
