@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +26,7 @@ def _reference(fn: Callable[..., Any] | None) -> str | None:
     if fn is None:
         return None
     ref = job_reference(fn)
-    if ref is not None:
+    if ref is not None and _names(ref, fn):
         return ref
     for key, known in _LIVE.items():
         if known is fn:
@@ -33,6 +34,16 @@ def _reference(fn: Callable[..., Any] | None) -> str | None:
     key = f"live:{len(_LIVE)}:{getattr(fn, '__qualname__', 'callable')}"
     _LIVE[key] = fn
     return key
+
+
+def _names(ref: str, fn: Callable[..., Any]) -> bool:
+    """True if ``ref`` leads back to ``fn`` through an imported module (code run with exec or in
+    a notebook names a module that cannot be imported again)."""
+    module_name, _, qualname = ref.partition(":")
+    target: Any = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    return target is fn
 
 
 def _resolve(ref: str | None, given: Callable[..., Any] | None, what: str) -> Callable[..., Any] | None:

@@ -1,0 +1,28 @@
+"""README's scenario examples run as written, and say what README says they do."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import scenarios
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def _blocks(containing: str) -> list[str]:
+    return [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if containing in b]
+
+
+def test_the_search_examples_run_as_written() -> None:
+    first, crashes = _blocks("scenarios.explore") [:2]
+    namespace: dict[str, object] = {"__name__": "readme_example"}
+    exec(compile(first, "README.md", "exec"), namespace)
+    assert namespace["finding"].failed  # type: ignore[attr-defined]
+    exec(compile(crashes, "README.md", "exec"), namespace)
+    for crashes_mode in (True, "exhaustive"):
+        finding = scenarios.explore(namespace["save"], recover=namespace["resume"],  # type: ignore[arg-type]
+                                    crashes=crashes_mode, nodes=1 if crashes_mode == "exhaustive" else 2,
+                                    ranks_per_node=2, profile="local" if crashes_mode == "exhaustive" else "nfs",
+                                    max_examples=100, seed=0)
+        assert not finding.failed, str(finding)
