@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import IO
 
-import filelock
 import torch.distributed as dist
 
 import coord
@@ -125,6 +124,8 @@ def hub_style_cache() -> None:
     filelock.FileLock is flock: on BeeGFS and gcsfuse ranks of two nodes hold it at once, append
     to the same .incomplete file and move it (FileNotFoundError, SameFileError, a doubled blob
     or, on the object store, ESTALE)."""
+    import filelock  # a test dependency of simfs, not a requirement of importing the library
+
     coord.makedirs_once(BLOBS)
     if not os.path.exists(BLOB):
         with filelock.FileLock(BLOB + ".lock"):
