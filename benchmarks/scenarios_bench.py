@@ -25,6 +25,7 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,24 +33,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import simfs
 from common import add_record_flag, table, write_report
 from scenarios import explore
-from scenarios.registry import Scenario, all_scenarios
+from scenarios.example import STATE_LIMIT
+from scenarios.registry import Crashes, Scenario, all_scenarios
 from scenarios.verdict import judge
 from simfs.faults import CrashNode, CrashServer, Fault, PowerLoss
 
-EXAMPLES = 200  # examples per throughput measurement
+EXAMPLES = 50  # examples per throughput measurement of each scenario
+TARGET_EXAMPLES = 200  # ... and of the 8-rank makedirs scenario, measured against its target
 CAP = 1000  # seeds the plain loop tries before giving up
+CRASHLESS_CAP = 100  # ... on a crash scenario without crashing it (a bug it cannot reach)
 MAKEDIRS_TOPOLOGY = (2, 4)
 MAKEDIRS_TARGET = 100.0  # examples per second, 8-rank makedirs scenario
 STATES = re.compile(r"(\d+) distinct crash states")
 INF = float("inf")
 
 
-def median(values: list[float]) -> float:
+def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
 def pass_profile(s: Scenario) -> str | None:
-    return next((p for p, v in s.expect.items() if v == "pass"), None)
+    """A profile where the scenario passes (a shared mount before the local disk)."""
+    passing = [p for p, v in s.expect.items() if v == "pass"]
+    return next((p for p in passing if p != "local"), passing[0] if passing else None)
 
 
 def fail_profiles(s: Scenario) -> list[str]:
@@ -60,7 +66,7 @@ def is_makedirs(s: Scenario) -> bool:
     return "makedirs" in s.family.lower() or "makedirs" in s.name.lower()
 
 
-def throughput_crashes(s: Scenario) -> bool | str:
+def throughput_crashes(s: Scenario) -> bool:
     """Throughput is measured with drawn crash points (an exhaustive walk is section 2)."""
     return bool(s.crashes)
 
@@ -72,23 +78,30 @@ class Throughput:
     profile: str
     nodes: int
     ranks_per_node: int
-    crashes: bool | str
+    crashes: bool
     examples: list[int]
     walls: list[float]
+    cpus: list[float]  # this process's CPU seconds: what the figure would be on an idle machine
     failed: bool  # a false alarm on a passing profile (or a naive scenario without a passing one)
 
     @property
     def rate(self) -> float:
         return median([e / w for e, w in zip(self.examples, self.walls)])
 
+    @property
+    def cpu_rate(self) -> float:
+        return median([e / c for e, c in zip(self.examples, self.cpus)])
+
 
 def throughput(s: Scenario, profile: str, nodes: int, rpn: int, examples: int, repeats: int) -> Throughput:
-    out = Throughput(s.name, profile, nodes, rpn, throughput_crashes(s), [], [], False)
+    out = Throughput(s.name, profile, nodes, rpn, throughput_crashes(s), [], [], [], False)
     for repeat in range(repeats):
+        cpu = time.process_time()
         finding = explore(s.job, recover=s.recover, check=s.check, nodes=nodes, ranks_per_node=rpn, profile=profile,
                           faults=s.faults, crashes=out.crashes, max_examples=examples, seed=repeat, shrink_time=0)
         out.examples.append(finding.examples)
         out.walls.append(finding.wall_time)
+        out.cpus.append(time.process_time() - cpu)
         out.failed |= finding.failed
     return out
 
@@ -140,16 +153,20 @@ def plain_crash(rng: random.Random, s: Scenario, ops: list[int], has_server: boo
 
 def plain_run_fails(s: Scenario, profile: str, seed: int, ops: list[int] | None, has_server: bool) -> bool:
     """One run of a plain seed loop (then ``recover`` on the restarted cluster): does it fail
-    the property explore checks?"""
+    the property explore checks? ``ops``: crash the run at a seeded-random operation."""
     cluster = simfs.Cluster(nodes=s.nodes, ranks_per_node=s.ranks_per_node, profile=profile, seed=seed)
     faults: list[Fault] = []
-    power_loss_after = False
+    crash: Fault | None = None
     if ops is not None:
-        crash = plain_crash(random.Random(seed), s, ops, has_server)
-        power_loss_after = crash is None
+        rng = random.Random(seed)
+        crash = plain_crash(rng, s, ops, has_server)
         faults = [] if crash is None else [crash]
+        # the crash state each disk keeps, drawn uniformly from the distinct ones (as explore
+        # draws it); Cluster.power_loss() between runs also needs it: without a picker it asserts
+        # "a draw outside a run" when a disk holds unsynced data
+        cluster.fs.crash_picker = lambda mount, server: rng.choice(server.crash_states(STATE_LIMIT))
     first = cluster.run(s.job, faults=faults)
-    if power_loss_after:
+    if ops is not None and crash is None:
         cluster.power_loss()
     if not first.crashed and judge(first, s.check, run=0) is not None:
         return True
@@ -160,7 +177,8 @@ def plain_run_fails(s: Scenario, profile: str, seed: int, ops: list[int] | None,
 
 def plain_loop(s: Scenario, profile: str, start: int, cap: int, crashes: bool) -> tuple[int | None, float]:
     """Seeds ``start``, ``start + 1``... until a run fails: (how many runs, or None after
-    ``cap``; wall seconds)."""
+    ``cap``; wall seconds). ``crashes``: each run crashes at a seeded-random operation of the
+    job's crash-free run at seed ``start``."""
     began = time.perf_counter()
     ops: list[int] | None = None
     has_server = False
@@ -178,25 +196,38 @@ def plain_loop(s: Scenario, profile: str, start: int, cap: int, crashes: bool) -
 class Race:
     name: str
     profile: str
-    crashes: bool | str
+    crashes: Crashes
     budget: int
-    found_at: list[int]  # 0: not found within the budget
+    found_at: list[int]  # explore: 0 when not found within the budget
     search_walls: list[float]
-    plain_runs: list[int | None]  # None: not found within the cap
+    plain_runs: list[int | None]  # the plain loop with default faults; None: not found within its cap
     plain_walls: list[float]
+    plain_cap: int
+    crash_runs: list[int | None]  # crash scenarios: the plain loop given a seeded crash
+    crash_walls: list[float]
 
 
-def race(s: Scenario, profile: str, repeats: int, cap: int) -> Race:
-    out = Race(s.name, profile, s.crashes, s.max_examples, [], [], [], [])
+def race(s: Scenario, profile: str, repeats: int, cap: int, crashless_cap: int) -> Race:
+    """explore (seed r) against the plain loop (seeds from r x cap), ``repeats`` times. For a
+    crash scenario the plain loop with default faults crashes nothing: it runs once, over
+    ``crashless_cap`` seeds, and the loop given a seeded crash is repeated instead."""
+    crash_loop = bool(s.crashes)
+    out = Race(s.name, profile, s.crashes, s.max_examples, [], [], [], [], min(cap, crashless_cap) if crash_loop
+               else cap, [], [])
     for repeat in range(repeats):
         finding = explore(s.job, recover=s.recover, check=s.check, nodes=s.nodes, ranks_per_node=s.ranks_per_node,
                           profile=profile, faults=s.faults, crashes=s.crashes, max_examples=s.max_examples,
                           seed=repeat, shrink_time=0)
         out.found_at.append(finding.found_at if finding.failed else 0)
         out.search_walls.append(finding.wall_time)
-        runs, wall = plain_loop(s, profile, repeat * cap, cap, bool(s.crashes))
-        out.plain_runs.append(runs)
-        out.plain_walls.append(wall)
+        if not crash_loop or repeat == 0:
+            runs, wall = plain_loop(s, profile, repeat * cap, out.plain_cap, False)
+            out.plain_runs.append(runs)
+            out.plain_walls.append(wall)
+        if crash_loop:
+            runs, wall = plain_loop(s, profile, repeat * cap, cap, True)
+            out.crash_runs.append(runs)
+            out.crash_walls.append(wall)
     return out
 
 
@@ -207,6 +238,12 @@ def median_or_inf(values: list[int | None] | list[int]) -> float:
 
 def count_text(value: float, limit: int, words: str) -> str:
     return f"{words} {limit}" if value == INF else f"{value:g}"
+
+
+def ratio_text(search: float, plain: float, cap: int) -> str:
+    if search == INF:
+        return ""
+    return f"> {cap / search:.0f}x" if plain == INF else f"{plain / search:.1f}x"
 
 
 def race_outcome(search: float, plain: float) -> str:
@@ -220,6 +257,8 @@ def race_outcome(search: float, plain: float) -> str:
 # -- output ----------------------------------------------------------------------------------------
 def show(title: str, headers: list[str], rows: list[list[Any]], right: tuple[int, ...] = ()) -> None:
     """A table on the console (rich when installed)."""
+    if not rows:
+        return
     try:
         from rich.console import Console
         from rich.table import Table
@@ -240,9 +279,11 @@ def selected(only: list[str]) -> list[Scenario]:
 
 
 def warm_up() -> None:
+    """The first run installs the interception and the first search imports Hypothesis's engine:
+    neither is any scenario's cost."""
     def job() -> None:
         pass
-    simfs.Cluster(nodes=2, ranks_per_node=2).run(job)
+    explore(job, nodes=2, ranks_per_node=2, profile="nfs", max_examples=10)
 
 
 def main() -> None:
@@ -250,23 +291,36 @@ def main() -> None:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each measurement (medians are reported)")
     parser.add_argument("--examples", type=int, default=EXAMPLES,
-                        help="examples per throughput measurement (section 1)")
+                        help="examples per throughput measurement of each scenario (section 1)")
+    parser.add_argument("--target-examples", type=int, default=TARGET_EXAMPLES,
+                        help="examples per throughput measurement of the 8-rank makedirs scenario (its target row)")
+    parser.add_argument("--crash-scenario", action="append", default=[], metavar="NAME",
+                        help="enumerate the crash states of NAME (repeatable; default: the first crash scenario "
+                             "that passes everywhere; 'all': every crash scenario, which takes many minutes)")
+    parser.add_argument("--sections", default="123", help="which sections to run: 1 examples/s, 2 crash states/s, "
+                        "3 first failure vs plain loop")
     parser.add_argument("--cap", type=int, default=CAP, help="seeds the plain loop tries before giving up")
+    parser.add_argument("--crashless-cap", type=int, default=CRASHLESS_CAP,
+                        help="seeds the plain loop without crashes tries on a crash scenario (once, not repeated)")
+    parser.add_argument("--all-profiles", action="store_true",
+                        help="time the first failure on every profile where a naive scenario fails, not only its first")
     parser.add_argument("--only", action="append", default=[], metavar="TEXT",
                         help="only scenarios whose name contains TEXT (repeatable; not with --record)")
     add_record_flag(parser)
     args = parser.parse_args()
-    for name in ("repeats", "examples", "cap"):
+    for name in ("repeats", "examples", "target_examples", "cap", "crashless_cap"):
         if getattr(args, name) < 1:
-            parser.error(f"--{name} must be >= 1")
-    if args.record and args.only:
-        parser.error("--record measures the whole library: leave out --only")
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.record and (args.only or args.sections != "123"):
+        parser.error("--record measures the whole library: leave out --only and --sections")
     scenarios = selected(args.only)
     if not scenarios:
         parser.error("no scenarios registered" + (f" matching {args.only}" if args.only else ""))
+    load_start = list(os.getloadavg())
     warm_up()
     began = time.perf_counter()
     data: dict[str, Any] = {"repeats": args.repeats, "examples": args.examples, "cap": args.cap,
+                            "all_profiles": args.all_profiles,
                             "scenarios": len(scenarios)}
 
     def progress(text: str) -> None:
@@ -274,21 +328,20 @@ def main() -> None:
 
     # 1. examples per second
     speeds: list[Throughput] = []
-    for s in scenarios:
-        profile = pass_profile(s) or s.profiles[0]
-        progress(f"examples/s: {s.name} on {profile}")
-        speeds.append(throughput(s, profile, s.nodes, s.ranks_per_node, args.examples, args.repeats))
-    makedirs = [s for s in scenarios if is_makedirs(s) and pass_profile(s)]
-    eight = next((s for s in makedirs if (s.nodes, s.ranks_per_node) == MAKEDIRS_TOPOLOGY), None)
     eight_row: Throughput | None = None
-    if eight is not None:
-        eight_row = next(t for t in speeds if t.name == eight.name)
-    elif makedirs:
-        # the family runs on another topology: the 8-rank figure runs its first passing scenario on 2 x 4
-        first = makedirs[0]
-        progress(f"examples/s: {first.name} on {MAKEDIRS_TOPOLOGY[0]} x {MAKEDIRS_TOPOLOGY[1]}")
-        eight_row = throughput(first, pass_profile(first) or "", *MAKEDIRS_TOPOLOGY, args.examples, args.repeats)
-        speeds.insert(next(i for i, t in enumerate(speeds) if t.name == first.name) + 1, eight_row)
+    if "1" in args.sections:
+        for s in scenarios:
+            profile = pass_profile(s) or s.profiles[0]
+            progress(f"examples/s: {s.name} on {profile}")
+            speeds.append(throughput(s, profile, s.nodes, s.ranks_per_node, args.examples, args.repeats))
+        # the 8-rank makedirs scenario: the family's first with a passing profile (every rank makes the
+        # directory, the Lingua pattern), on 2 x 4 and with more examples, against its target
+        first = next((s for s in scenarios if is_makedirs(s) and pass_profile(s)), None)
+        if first is not None:
+            nodes, rpn = MAKEDIRS_TOPOLOGY
+            progress(f"examples/s: {first.name} on {nodes} x {rpn}, {args.target_examples} examples (target row)")
+            eight_row = throughput(first, pass_profile(first) or "", nodes, rpn, args.target_examples, args.repeats)
+            speeds.insert(next(i for i, t in enumerate(speeds) if t.name == first.name), eight_row)
     rows1 = []
     for t in speeds:
         expected = dict(next(s.expect for s in scenarios if s.name == t.name))[t.profile]
@@ -299,20 +352,29 @@ def main() -> None:
         else:
             verdict = "failed (no passing profile: stops at its first failure)"
         target = f">= {MAKEDIRS_TARGET:g}" if t is eight_row else ""
-        met = ("met" if t.rate >= MAKEDIRS_TARGET else "MISSED") if t is eight_row else ""
+        met = ""
+        if t is eight_row:
+            met = "met" if t.rate >= MAKEDIRS_TARGET else \
+                "missed (met per CPU s)" if t.cpu_rate >= MAKEDIRS_TARGET else "MISSED"
         rows1.append([t.name, t.profile, f"{t.nodes} x {t.ranks_per_node}", "drawn" if t.crashes else "no",
-                      f"{median(t.examples):g}", f"{median(t.walls):.2f}", f"{t.rate:,.0f}",
+                      f"{median(t.examples):g}", f"{median(t.walls):.2f}", f"{t.rate:,.0f}", f"{t.cpu_rate:,.0f}",
                       f"{target} {met}".strip(), verdict])
     data["examples_per_s"] = [{"scenario": t.name, "profile": t.profile, "nodes": t.nodes,
                                "ranks_per_node": t.ranks_per_node, "crashes": t.crashes, "examples": t.examples,
-                               "wall_s": t.walls, "examples_per_s": t.rate, "failed": t.failed,
+                               "wall_s": t.walls, "cpu_s": t.cpus, "examples_per_s": t.rate,
+                               "examples_per_cpu_s": t.cpu_rate, "failed": t.failed,
                                "target": MAKEDIRS_TARGET if t is eight_row else None} for t in speeds]
 
     # 2. crash states per second
     enums: list[Enumeration] = []
-    for s in scenarios:
-        if not s.crashes or s.recover is None:
-            continue
+    crashing = [s for s in scenarios if s.crashes and s.recover is not None]
+    if "all" not in args.crash_scenario:
+        named = [s for s in crashing if s.name in args.crash_scenario]
+        # default: the first fixed crash scenario (it fails nowhere, so every state is tried)
+        fixed = [s for s in crashing if pass_profile(s) and not fail_profiles(s)] or \
+            [s for s in crashing if pass_profile(s)]
+        crashing = named if args.crash_scenario else fixed[:1]
+    for s in crashing if "2" in args.sections else []:
         profile = pass_profile(s) or s.profiles[0]
         progress(f"crash states/s: {s.name} on {profile}")
         enums.append(enumerate_states(s, profile, args.repeats))
@@ -324,68 +386,101 @@ def main() -> None:
 
     # 3. examples to the first failure
     races: list[Race] = []
-    for s in scenarios:
-        for profile in fail_profiles(s):
+    for s in scenarios if "3" in args.sections else []:
+        for profile in fail_profiles(s)[:None if args.all_profiles else 1]:
             progress(f"first failure: {s.name} on {profile}")
-            races.append(race(s, profile, args.repeats, args.cap))
-    rows3, behind = [], []
+            races.append(race(s, profile, args.repeats, args.cap, args.crashless_cap))
+    rows3, behind, crash_ahead = [], [], []
     for r in races:
         search, plain = median_or_inf(r.found_at), median_or_inf(r.plain_runs)
         outcome = race_outcome(search, plain)
         if outcome != "search ahead":
-            behind.append(f"{r.name} on {r.profile} ({outcome})")
-        ratio = "" if search == INF else (f"> {args.cap / search:.0f}x" if plain == INF else f"{plain / search:.1f}x")
-        rows3.append([r.name, r.profile, f"{sum(1 for f in r.found_at if f)}/{len(r.found_at)}",
+            behind.append(f"{r.name} on {r.profile} ({outcome}: {count_text(search, r.budget, 'not found in')} vs "
+                          f"{count_text(plain, r.plain_cap, '>')})")
+        crashed = median_or_inf(r.crash_runs) if r.crash_runs else None
+        crash_cells = ["", "", ""]
+        if crashed is not None:
+            crash_cells = [count_text(crashed, args.cap, ">"), f"{median(r.crash_walls):.2f}",
+                           ratio_text(search, crashed, args.cap)]
+            if race_outcome(search, crashed) != "search ahead":
+                crash_ahead.append(f"{r.name} on {r.profile} ({count_text(search, r.budget, 'not found in')} "
+                                   f"vs {count_text(crashed, args.cap, '>')})")
+        rows3.append([r.name, r.profile, "drawn" if r.crashes is True else str(r.crashes or "no"),
+                      f"{sum(1 for f in r.found_at if f)}/{len(r.found_at)}",
                       count_text(search, r.budget, "not found in"), f"{median(r.search_walls):.2f}",
-                      "seeds + seeded crash" if r.crashes else "seeds", count_text(plain, args.cap, ">"),
-                      f"{median(r.plain_walls):.2f}", ratio, outcome])
+                      count_text(plain, r.plain_cap, ">"), f"{median(r.plain_walls):.2f}",
+                      ratio_text(search, plain, r.plain_cap), outcome, *crash_cells])
     data["first_failure"] = [{"scenario": r.name, "profile": r.profile, "crashes": r.crashes, "budget": r.budget,
                               "explore_found_at": r.found_at, "explore_wall_s": r.search_walls,
-                              "plain_loop": "seeds + seeded crash" if r.crashes else "seeds",
-                              "plain_runs": r.plain_runs, "plain_wall_s": r.plain_walls,
+                              "plain_cap": r.plain_cap, "plain_runs": r.plain_runs, "plain_wall_s": r.plain_walls,
+                              "plain_seeded_crash_runs": r.crash_runs, "plain_seeded_crash_wall_s": r.crash_walls,
                               "outcome": race_outcome(median_or_inf(r.found_at), median_or_inf(r.plain_runs))}
                              for r in races]
     data["search_not_ahead"] = behind
+    data["seeded_crash_loop_not_behind"] = crash_ahead
     data["total_wall_s"] = time.perf_counter() - began
     progress("done")
 
-    headers1 = ["scenario", "profile", "topology", "crashes", "examples", "wall s", "examples/s", "target",
-                "verdict"]
+    headers1 = ["scenario", "profile", "topology", "crashes", "examples", "wall s", "examples/s", "per CPU s",
+                "target", "verdict"]
     headers2 = ["scenario", "profile", "states", "runs", "wall s", "states/s", "verdict"]
-    headers3 = ["scenario", "profile", "explore found", "explore examples", "explore s", "plain loop", "plain seeds",
-                "plain s", "plain / explore", "outcome"]
-    show("Examples per second", headers1, rows1, (4, 5, 6))
+    headers3 = ["scenario", "profile", "crashes", "explore found", "explore examples", "explore s", "plain seeds",
+                "plain s", "plain / explore", "outcome", "plain + seeded crash", "its s", "its / explore"]
+    show("Examples per second", headers1, rows1, (4, 5, 6, 7))
     show("Crash states enumerated per second", headers2, rows2, (2, 3, 4, 5))
-    show("Examples to the first failure: explore vs a plain loop over seeds", headers3, rows3, (3, 4, 6, 7, 8))
-    verdict = (("Search not ahead of the plain loop: " + "; ".join(behind) + ".") if behind
+    show("Examples to the first failure: explore vs a plain loop over seeds", headers3, rows3,
+         (4, 5, 6, 7, 8, 10, 11, 12))
+    verdict = (("Search not ahead of the plain loop (default faults): " + "; ".join(behind) + ".") if behind
                else "The search needed fewer runs than the plain loop on every naive scenario.")
-    print(verdict)
+    if crash_ahead:
+        verdict += ("\n\nThe plain loop given a seeded crash in every run needed no more runs than the search on: "
+                    + "; ".join(crash_ahead) + ".")
+    if rows3:
+        print(verdict)
 
-    eight_text = (f"The 8-rank makedirs scenario ({eight_row.name} on {eight_row.profile}, 2 x 4): "
-                  f"{eight_row.rate:,.0f} examples/s, target >= {MAKEDIRS_TARGET:g}."
-                  if eight_row is not None else "No makedirs scenario is registered.")
-    markdown = "\n\n".join([
-        "## scenarios",
-        f"Medians of {args.repeats} runs (explore seeds 0..{args.repeats - 1}; the plain loop's run r tries seeds "
-        f"from r x {args.cap}) over the {len(scenarios)} registered scenarios. {eight_text}",
-        f"### Examples per second\n\n`explore(..., max_examples={args.examples}, shrink_time=0)` on each "
-        "scenario's passing profile, so that every example runs; crash scenarios draw crash points (an example "
-        "that draws one runs twice, and both runs count).\n\n" + table(headers1, rows1),
-        "### Crash states enumerated per second\n\n`explore(..., crashes=\"exhaustive\")`: every distinct crash "
-        "state of the recorded run, the restarted job on each.\n\n"
-        + (table(headers2, rows2) if rows2 else "No crash scenario is registered."),
-        "### Examples to the first failure: explore vs a plain loop over seeds\n\n"
-        "`explore` with the scenario's own budget, faults and crashes, shrinking off (`shrink_time=0`: its wall "
-        "time is the time to the first failure; an example that drew a crash counts twice). The plain loop runs "
-        "`simfs.Cluster(nodes, ranks_per_node, profile, seed=s).run(job)`, then `recover` on the same cluster, "
-        f"for s = 0, 1..., judged by the same property, at most {args.cap} seeds. A plain loop crashes nothing, "
-        "so for crash scenarios it is given a crash of a kind explore uses (node, server or power loss) at a "
-        "seeded-random operation of the run (\"seeds + seeded crash\").\n\n"
-        + (table(headers3, rows3) if rows3 else "No naive scenario is registered."),
-        verdict,
-    ])
-    write_report("scenarios_bench", f"python benchmarks/scenarios_bench.py --repeats {args.repeats} "
-                 f"--examples {args.examples} --cap {args.cap}", markdown, data, record=args.record)
+    eight_text = (f"The 8-rank makedirs scenario ({eight_row.name} on {eight_row.profile}, 2 x 4, "
+                  f"{args.target_examples} examples): {eight_row.rate:,.0f} examples per wall second "
+                  f"({eight_row.cpu_rate:,.0f} per CPU second), target >= {MAKEDIRS_TARGET:g}."
+                  if eight_row is not None else "")
+    load = os.getloadavg()
+    data["load_average"] = {"start": load_start, "end": list(load)}
+    load_text = (f"Load average {load_start[0]:.1f} when it started, {load[0]:.1f} when it ended, on "
+                 f"{os.cpu_count()} cores: with other work running, wall-clock rates fall below the per-CPU-second "
+                 "ones (this process's CPU time).")
+    sections = ["## scenarios", (
+        f"Medians of {args.repeats} runs over the {len(scenarios)} registered scenarios (explore with seeds "
+        f"0..{args.repeats - 1}; the plain loop's run r tries seeds from r x {args.cap}). {eight_text} "
+        f"{load_text}")]
+    if rows1:
+        sections.append(
+            f"### Examples per second\n\n`explore(..., max_examples={args.examples}, shrink_time=0)` on each "
+            "scenario's passing profile (a shared mount before `local`), so that every example runs; examples "
+            "are the runs made (job and `recover`), so an example that drew a crash counts twice.\n\n"
+            + table(headers1, rows1))
+    if rows2:
+        sections.append(
+            "### Crash states enumerated per second\n\n`explore(..., crashes=\"exhaustive\")`: every distinct "
+            "crash state of the recorded run (each cut, each state the persistence model allows there, identical "
+            "disks once), the restarted job on each.\n\n" + table(headers2, rows2))
+    if rows3:
+        sections.append(
+            "### Examples to the first failure: explore vs a plain loop over seeds\n\n"
+            "Each naive scenario on " + ("every profile where it fails" if args.all_profiles
+                                         else "the first profile where it fails") + ". `explore` with the "
+            "scenario's own budget, faults and crashes and shrinking off (`shrink_time=0`: its wall time is the "
+            "time to the first failure). The plain loop runs `simfs.Cluster(nodes, ranks_per_node, profile, "
+            "seed=s).run(job)` with default faults, then `recover` on the same cluster, for s = 0, 1..., judged "
+            f"by the same property, at most {args.cap} seeds. It crashes nothing, so on a crash scenario it runs "
+            f"once, over {min(args.cap, args.crashless_cap)} seeds; there a second plain loop is given a crash in "
+            "every run, of a kind explore draws (node, server or whole-cluster power loss) at a seeded-random "
+            "operation of the job's crash-free run, each disk keeping a uniformly drawn crash state "
+            "(\"plain + seeded crash\").\n\n" + table(headers3, rows3) + "\n\n" + verdict)
+    write_report("scenarios_bench", " ".join([
+        f"python benchmarks/scenarios_bench.py --repeats {args.repeats} --examples {args.examples}",
+        f"--target-examples {args.target_examples} --cap {args.cap} --crashless-cap {args.crashless_cap}",
+        *(["--all-profiles"] if args.all_profiles else []),
+        *(f"--crash-scenario {name}" for name in args.crash_scenario)]),
+        "\n\n".join(sections), data, record=args.record)
 
 
 if __name__ == "__main__":
