@@ -101,8 +101,12 @@ def run_task(task: Task) -> ScenarioOutcome:
     the watchdog); a scenario that cannot run is an "error" outcome, not a crash of the run."""
     import simfs
 
+    from .registry import load_library
+
     start = time.perf_counter()
     try:
+        if not task.is_job:
+            load_library()  # here, once: each search's forked child inherits torch and the library
         outcome: ScenarioOutcome = simfs.isolated(_search, task, watchdog=task.watchdog)
         return outcome
     except (simfs.Stalled, simfs.SimfsError, ValueError, TypeError, ImportError, OSError) as exc:
