@@ -105,6 +105,9 @@ def _show_failures(console: Any, outcomes: list[ScenarioOutcome], *, all_failure
         elif o.finding is not None and (all_failures or not o.as_expected):
             console.print(f"\n[bold]{o.scenario} on {o.profile}[/]: ", end="")
             console.print(o.finding.description, markup=False, highlight=False)
+            failure = o.finding.failure
+            if failure is not None and failure.traceback:
+                console.print(failure.traceback.rstrip(), markup=False, highlight=False)
             console.print("reproduce: " + replay_command(o.finding.replay), markup=False, highlight=False,
                           soft_wrap=True)
 

@@ -1,0 +1,37 @@
+"""simfs run's tasks: results and replay strings do not depend on the number of worker
+processes or on the shard split."""
+
+from __future__ import annotations
+
+import pytest
+
+from scenarios.runner import Task, run_tasks, shard
+
+TASKS = [Task(name, profile, examples=15) for name, profile in (
+    ("makedirs-every-rank", "beegfs"), ("makedirs-once", "nfs"), ("wait-fixed-timeout", "local"),
+    ("decide-from-exists", "nfs"))]
+
+
+def _outcomes(tasks: list[Task], jobs: int) -> dict[tuple[str, str], tuple[str, str]]:
+    return {(o.scenario, o.profile): (o.verdict, o.finding.replay if o.finding else "")
+            for _, o in run_tasks(tasks, jobs)}
+
+
+def test_results_do_not_depend_on_jobs_or_shards() -> None:
+    alone = _outcomes(TASKS, 1)
+    assert [alone[(t.scenario, t.profile)][0] for t in TASKS] == ["fail", "pass", "fail", "fail"]
+    assert _outcomes(TASKS, 2) == alone
+    halves = {**_outcomes(shard(TASKS, "1/2"), 1), **_outcomes(shard(TASKS, "2/2"), 2)}
+    assert halves == alone
+
+
+@pytest.mark.parametrize("spec", ["0/2", "3/2", "1", "a/b", "1/0"])
+def test_bad_shards_are_named(spec: str) -> None:
+    with pytest.raises(ValueError, match="--shard"):
+        shard(TASKS, spec)
+
+
+def test_shards_cover_every_task_once() -> None:
+    parts = [shard(TASKS, f"{k}/3") for k in (1, 2, 3)]
+    assert sorted((t.scenario, t.profile) for part in parts for t in part) == \
+        sorted((t.scenario, t.profile) for t in TASKS)
