@@ -123,9 +123,13 @@ class Cluster:
         """Between runs: every storage server and every node lose power now, as after a job
         that ended without syncing. The next run is the restarted job. Returns what each disk
         kept, in words."""
-        said = [f"{mount.path}: {self.fs.crash_disk(mount)}" for mount in self.fs.shared if mount.host is None]
-        for node in range(self.nodes):
-            said.extend(f"node{node}:{path}: {summary}" for path, summary in self.fs.node_lost_power(node))
+        self.fs.choices.source = SeededChoices(derive_seed(self.seed, "power loss", self.runs))
+        try:
+            said = [f"{mount.path}: {self.fs.crash_disk(mount)}" for mount in self.fs.shared if mount.host is None]
+            for node in range(self.nodes):
+                said.extend(f"node{node}:{path}: {summary}" for path, summary in self.fs.node_lost_power(node))
+        finally:
+            self.fs.choices.source = None
         self._restarting = True
         return said
 

@@ -612,3 +612,18 @@ def test_restart_sees_the_durable_filesystem_and_runs_every_rank_again():
     for names in second.returns.values():
         assert {"2-a", "2-b", "3-a", "3-b", "1-a"} <= set(names)
         assert "1-b" not in names
+
+
+def test_power_loss_between_runs_keeps_a_crash_state() -> None:
+    """Cluster.power_loss() after a job that left unsynced data: the disks keep a crash state
+    drawn from the cluster's seed (it raised 'a draw outside a run' before)."""
+    def write() -> None:
+        with open(f"/shared/unsynced-{dist.get_rank()}", "w") as f:
+            f.write("x" * 100)
+
+    said = []
+    for _ in range(2):
+        cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="local", seed=4)
+        assert cluster.run(write).ok
+        said.append(cluster.power_loss())
+    assert said[0] == said[1] and any("unsynced operations persisted" in line for line in said[0])
