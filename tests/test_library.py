@@ -26,7 +26,7 @@ from simfs.runspec import job_reference, resolve_job
 pytestmark = pytest.mark.filterwarnings("ignore:Detected an existing checkpoint:UserWarning")  # DCP overwriting
 LIBRARY = [sc for sc in all_scenarios() if sc.job.__module__.startswith("scenarios.library.")]
 BY_NAME = {sc.name: sc for sc in LIBRARY}
-FAMILIES = {"makedirs", "wait", "decide", "latest", "rotation", "locks", "sync", "dcp"}
+FAMILIES = sorted({sc.family for sc in LIBRARY})
 SYMPTOM = dist.DistBackendError  # what the ranks waiting for a failed one raise
 
 
@@ -56,13 +56,13 @@ def _judge(sc: Scenario, result: simfs.Result) -> None:
 def test_importing_the_library_registers_every_family_module() -> None:
     modules = {m.name for m in pkgutil.iter_modules(scenarios.library.__path__) if not m.name.startswith("_")}
     assert {sc.job.__module__.rsplit(".", 1)[1] for sc in LIBRARY} == modules
-    assert {sc.family for sc in LIBRARY} == FAMILIES
+    assert {"makedirs", "wait", "decide", "latest", "rotation", "locks", "sync", "dcp"} <= set(FAMILIES)
 
 
 @pytest.mark.parametrize("sc", LIBRARY, ids=lambda sc: sc.name)
 def test_scenario_is_described_and_runs_on_real_profiles(sc: Scenario) -> None:
     assert 20 <= len(sc.doc) <= 130 and sc.doc.endswith("."), sc.doc  # one line of the `simfs list` table
-    assert sc.family in FAMILIES
+    assert sc.family.isidentifier(), sc.family
     assert set(sc.expect) <= set(simfs.profiles.names())
     assert len(set(sc.tags) & {"naive", "fixed"}) == 1, sc.tags
     assert bool(sc.crashes) == (sc.recover is not None)
@@ -72,7 +72,7 @@ def test_scenario_is_described_and_runs_on_real_profiles(sc: Scenario) -> None:
             assert reference is not None and resolve_job(reference) is program
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", FAMILIES)
 def test_each_family_pairs_a_naive_pattern_with_its_fix(family: str) -> None:
     members = [sc for sc in LIBRARY if sc.family == family]
     naive = [sc for sc in members if "naive" in sc.tags]

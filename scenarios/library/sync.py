@@ -116,7 +116,7 @@ def coord_recover() -> None:
 def sync_trusting_manifest() -> None:
     """Node leaders copy in place what their own manifest says changed, then rewrite it (PARL distributed_files).
 
-    Nothing is fsynced and a node's power loss persists its writes in any order: the new
+    Nothing is fsynced and a node's power loss persists its writes out of order: the new
     manifest can survive while a copy it vouches for is torn or old, so the next sync trusts it
     and leaves wrong files, or the manifest itself is torn (JSONDecodeError)."""
     for version in (1, 2):
