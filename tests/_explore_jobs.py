@@ -35,20 +35,26 @@ def _shard(step: int, rank: int) -> str:
     return f"step {step} rank {rank} " * 40
 
 
+def _write_step(step: int) -> str:
+    """Rank 0 makes the step's directory; every rank writes and fsyncs its shard there."""
+    rank = dist.get_rank()
+    directory = f"/shared/ckpt/step-{step}"
+    if rank == 0:
+        os.makedirs(directory, exist_ok=True)
+    dist.barrier()
+    with open(f"{directory}/shard-{rank}", "w") as f:
+        f.write(_shard(step, rank))
+        f.flush()
+        os.fsync(f.fileno())
+    dist.barrier()
+    return directory
+
+
 def save_tracker_in_place() -> None:
     """Two checkpoints; rank 0 then writes 'latest' in place (truncate, write)."""
-    rank = dist.get_rank()
     for step in (1, 2):
-        directory = f"/shared/ckpt/step-{step}"
-        if rank == 0:
-            os.makedirs(directory, exist_ok=True)
-        dist.barrier()
-        with open(f"{directory}/shard-{rank}", "w") as f:
-            f.write(_shard(step, rank))
-            f.flush()
-            os.fsync(f.fileno())
-        dist.barrier()
-        if rank == 0:
+        _write_step(step)
+        if dist.get_rank() == 0:
             with open("/shared/ckpt/latest", "w") as f:
                 f.write(str(step))
         dist.barrier()
@@ -57,18 +63,9 @@ def save_tracker_in_place() -> None:
 def save_tracker_atomically() -> None:
     """The same, done right: the shards' entries made durable (their directory and its parent
     fsynced), then the tracker replaced atomically (coord.atomic_write: temp file, fsync, rename)."""
-    rank = dist.get_rank()
     for step in (1, 2):
-        directory = f"/shared/ckpt/step-{step}"
-        if rank == 0:
-            os.makedirs(directory, exist_ok=True)
-        dist.barrier()
-        with open(f"{directory}/shard-{rank}", "w") as f:
-            f.write(_shard(step, rank))
-            f.flush()
-            os.fsync(f.fileno())
-        dist.barrier()
-        if rank == 0:
+        directory = _write_step(step)
+        if dist.get_rank() == 0:
             coord.fsync_dir(directory)
             coord.fsync_dir("/shared/ckpt")
             with coord.atomic_write("/shared/ckpt/latest", "w") as f:
