@@ -69,12 +69,12 @@ class _Search:
             self.internal = exc  # the simulation or its configuration is broken: stop, do not shrink it
 
     def _example(self, data: DataObject) -> None:
-        self.examples += 1
         example = draw_example(data, self.space)
         if self.target.recover is not None:
             example = draw_recover(data, self.space, example)
         if self.crashes and data.draw(_CRASH_OR_NOT):
             example = replace(example, crash=draw_crash(data, self.space, self.has_server))
+        self.examples += 1  # (an example whose draws Hypothesis cut short never ran)
         execution = execute(self.target, example)
         if execution.failure is not None:
             self.found(example, execution)
