@@ -713,3 +713,22 @@ def test_job_arguments_are_passed() -> None:
 
     result = simfs.Cluster(nodes=1, ranks_per_node=2, seed=0).run(job, 1, "x", c=2.5)
     assert result.returns == {0: (1, "x", 2.5, 0), 1: (1, "x", 2.5, 1)}
+
+
+def test_a_quiet_logger_made_in_a_rank_stays_quiet_after_the_run(capsys) -> None:
+    """A library first imported inside a rank often gives its logger a NullHandler and
+    propagate=False (torch.distributed.checkpoint does); after the run that logger must not fall
+    back to logging.lastResort and print to the host's stderr."""
+    import logging
+
+    name = "simfs-test-quiet-library"
+
+    def job() -> None:
+        quiet = logging.getLogger(name)
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+
+    assert simfs.Cluster(nodes=1, ranks_per_node=1).run(job).ok
+    capsys.readouterr()
+    logging.getLogger(name).error("must not reach the host's stderr")
+    assert "must not reach" not in capsys.readouterr().err

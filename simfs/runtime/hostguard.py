@@ -70,7 +70,10 @@ class HostGuard:
             lg.level, lg.propagate, lg.disabled = level, propagate, disabled
         for lg in _loggers():
             if id(lg) not in known:
-                lg.handlers.clear()  # a logger made during the run: its handlers were rank code's
+                # a logger made during the run: its handlers were rank code's (they write to the
+                # rank's simulated streams and files); a NullHandler writes nowhere and is what a
+                # library puts on a logger it keeps quiet (propagate=False), so it stays
+                lg.handlers[:] = [h for h in lg.handlers if type(h) is logging.NullHandler]
         logging.Logger.manager._clear_cache()  # type: ignore[attr-defined]  # private
 
     def _restore_import_system(self) -> None:
