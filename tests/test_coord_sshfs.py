@@ -50,7 +50,10 @@ def test_negative_lookup_lags_and_wait_visible_waits_it_out(sshfs_pair, tag) -> 
         coord.wait_visible(f"{b}/d", timeout=0.3, interval=0.05)
     coord.wait_visible(f"{b}/d", timeout=sshfs_pair.cache * 5, is_dir=True)
     took = time.monotonic() - made
-    assert took <= sshfs_pair.cache + 2.0
+    # returns once the cache expires, not at its timeout (cache x 5); the slack covers the
+    # FUSE round trips of the wait when CI's two cores run other tests beside this one (a run
+    # took 4.08 s for a 2 s cache)
+    assert took <= sshfs_pair.cache + 4.0
     with open(f"{b}/d/file", "w") as f:  # usable now
         f.write("x")
     assert os.listdir(os.path.join(sshfs_pair.export, tag, "d")) == ["file"]
