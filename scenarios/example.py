@@ -33,11 +33,16 @@ class Crash:
     pick: int = 0
     exact: bool = False
 
-    def picker(self) -> Picker:
+    def picker(self, offered: list[int] | None = None) -> Picker:
+        """Picks each disk's crash state; ``offered`` gets how many distinct states each shared
+        disk had (what an exhaustive walk iterates over)."""
         def pick(mount: str, server: Server) -> CrashState:
             states = server.crash_states(STATE_LIMIT)
-            if self.exact and mount == "/":
-                return states[0]  # a node's own disk: nothing unsynced kept (exhaustive walks the shared ones)
+            if mount == "/":  # a node's own disk
+                if self.exact:
+                    return states[0]  # nothing unsynced kept: exhaustive walks the shared disks
+            elif offered is not None:
+                offered.append(len(states))
             index = self.pick if self.exact else self.pick * len(states) // PICK_SCALE
             return states[min(index, len(states) - 1)]
         return pick

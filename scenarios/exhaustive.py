@@ -10,10 +10,9 @@ import time
 import simfs
 from simfs.faults import PowerLoss
 from simfs.fs.inode import DIR, ROOT
-from simfs.fs.journal import CrashState
 from simfs.fs.server import Server
 
-from .example import Crash, Example, Execution, Picker, execute, finish, start
+from .example import Crash, Example, Execution, execute, finish, start
 from .finding import Finding, finding_of
 from .target import Target
 
@@ -38,23 +37,6 @@ def cluster_image(cluster: simfs.Cluster) -> tuple[bytes, ...]:
     return tuple(_disk_image(m.server) for m in [*cluster.fs.shared, *cluster.fs.local])
 
 
-class _Counting:
-    """The crash's own picker, noting how many states each shared disk offered."""
-
-    def __init__(self, inner: Picker) -> None:
-        self.inner = inner
-        self.offered = 0
-
-    def __call__(self, mount: str, server: Server) -> CrashState:
-        state = self.inner(mount, server)
-        if mount != "/":
-            self.offered = max(self.offered, len(server.crash_states(_STATES_PER_CUT)))
-        return state
-
-
-_STATES_PER_CUT = 256
-
-
 def exhaust(target: Target, *, limit: int, started: float) -> Finding:
     """Every distinct crash state of the job's simple run (at most ``limit``), the restarted
     job on each; the first failure in order (earliest cut, simplest state) is the finding."""
@@ -69,9 +51,9 @@ def exhaust(target: Target, *, limit: int, started: float) -> Finding:
         while index < offered:
             crash = Crash(PowerLoss(after_ops=cut) if cut < total else None, pick=index, exact=True)
             example = Example(crash=crash)
-            counting = _Counting(crash.picker())
-            cluster, execution = start(target, example, counting)
-            offered, index = max(counting.offered, 1), index + 1
+            counts: list[int] = []
+            cluster, execution = start(target, example, crash.picker(counts))
+            offered, index = max(counts, default=1), index + 1
             image = cluster_image(cluster)
             if image in seen:
                 continue

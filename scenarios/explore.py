@@ -48,7 +48,7 @@ class _Search:
         # a server that restarts and loses what it had not made durable; not an object store's,
         # whose uploads are whole objects committed before they are acknowledged (gcsfuse stages
         # an open file on the client, so there is no server state of it to lose)
-        self.has_server = any(m.host is None and m.profile.upload != "whole" for m in target.cluster().fs.shared)
+        self.has_server = not target.profile.on_node and target.profile.upload != "whole"
         self.examples = 0
         self.found_at = 0
         self.first_failure: float | None = None
@@ -63,8 +63,6 @@ class _Search:
             return
         try:
             self._example(data)
-        except _Failed:
-            raise
         except (simfs.SimfsError, ValueError, TypeError) as exc:
             self.internal = exc  # the simulation or its configuration is broken: stop, do not shrink it
 

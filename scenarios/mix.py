@@ -6,7 +6,7 @@ rather than every fault at a fixed rate, which hides bugs that one kind of fault
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hypothesis import strategies as st
 from hypothesis.strategies import DataObject
@@ -113,6 +113,6 @@ def draw_crash(data: DataObject, space: Space, mounts_with_server: bool) -> Cras
 
 def draw_recover(data: DataObject, space: Space, example: Example) -> Example:
     """The restarted job's own decisions (a restart is not a replay of the job's schedule)."""
-    return Example(example.schedule, example.lifetimes, example.faults, example.crash,
+    return replace(example,
                    recover_schedule=_buffer(data, space.buffer) if example.schedule is not None else None,
                    recover_lifetimes=_buffer(data, space.buffer) if example.lifetimes is not None else None)
