@@ -21,6 +21,7 @@ import simfs
 from . import replaying
 from .example import Example, Execution, execute
 from .finding import Finding, finding_of
+from .heap import host_objects_frozen
 from .mix import Space, buffer_size, draw_crash, draw_example, draw_recover, fault_kinds
 from .registry import Crashes
 from .target import Check, Target
@@ -163,7 +164,8 @@ def _hypothesis(search: _Search, max_examples: int, seed: int, explain: bool) ->
         search.body(data)
 
     try:
-        body()
+        with host_objects_frozen():
+            body()
     except _Failed:
         pass
     except HypothesisException:

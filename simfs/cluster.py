@@ -145,16 +145,10 @@ class Cluster:
         guard = HostGuard()  # before install(): what it imports and patches in builtins is undone after
         install()
         collecting = gc.isenabled()
-        freezing = gc.get_freeze_count() == 0  # never thaw what the host froze itself
-        if freezing:
-            _collect_earlier_runs()
-            gc.freeze()  # the host's objects need no cycle collection while ranks allocate...
-        gc.disable()  # ...and full collections wait for the end of the run (see run._young_gc)
+        gc.disable()  # full collections wait for the end of the run (see run._young_gc)
         try:
             return self._run(job, args, kwargs, faults, choices)
         finally:
-            if freezing:
-                gc.unfreeze()
             (gc.enable if collecting else gc.disable)()
             guard.restore()
 
@@ -174,7 +168,6 @@ class Cluster:
         if recorder is not None:
             spec["draws"] = recorder.draws  # filled in as the run draws
         result = run.execute(job, args, kwargs, "")
-        _GARBAGE.note(sum(m.server.used for m in [*self.fs.shared, *self.fs.local]))
         self._restarting = run.machine.crashes > 0
         result.replay = encode(spec)
         return result
@@ -193,33 +186,6 @@ class Cluster:
         if json_safe(list(args)) and json_safe(kwargs):
             spec["args"], spec["kwargs"] = list(args), kwargs
         return spec
-
-
-class _Garbage:
-    """Finished runs and dropped clusters are cyclic garbage; freezing the heap before each run
-    would keep them for good in back-to-back runs. A full collection comes first once enough
-    runs or file data went by (amortized: thousands of small runs cost one collection)."""
-
-    RUNS, BYTES = 1000, 256 << 20
-
-    def __init__(self) -> None:
-        self.runs = self.bytes = 0
-
-    def note(self, live_bytes: int) -> None:
-        self.runs += 1
-        self.bytes += live_bytes
-
-    def due(self) -> bool:
-        return self.runs >= self.RUNS or self.bytes >= self.BYTES
-
-
-_GARBAGE = _Garbage()
-
-
-def _collect_earlier_runs() -> None:
-    if _GARBAGE.due():
-        gc.collect()
-        _GARBAGE.runs = _GARBAGE.bytes = 0
 
 
 def cluster_from_spec(spec: dict[str, Any]) -> Cluster:

@@ -4,6 +4,7 @@ ones, crashes at uniform points, walks crash states exhaustively, and rejects ba
 from __future__ import annotations
 
 import collections
+import gc
 import os
 
 import _explore_jobs as jobs
@@ -35,6 +36,32 @@ def test_the_fix_passes_every_example() -> None:
                                 max_examples=200, seed=0)
     assert not finding.failed and finding.examples >= 200
     assert "no failure" in str(finding)
+
+
+@pytest.mark.parametrize("host_froze", [False, True])
+def test_the_search_freezes_the_host_objects_and_leaves_the_host_as_it_was(host_froze: bool) -> None:
+    """Full collections between examples walk only what the search made; the host's own freeze
+    (servers freeze after start-up) is neither thawed nor added to."""
+    frozen_during: list[int] = []
+
+    def check(result: object) -> bool:
+        frozen_during.append(gc.get_freeze_count())
+        return True
+
+    if host_froze:
+        gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        finding = scenarios.explore(jobs.rank0_makedirs, check=check, nodes=1, ranks_per_node=2, profile="nfs",
+                                    max_examples=5, seed=0)
+        assert not finding.failed
+        # (frozen objects still die when their last reference goes: the count may only fall)
+        after = gc.get_freeze_count()
+        assert 0 < after <= before if host_froze else after == 0
+        during = frozen_during[1:]  # (the first check judges the simple run, before the search)
+        assert during and all(0 < count <= before if host_froze else count > 0 for count in during)
+    finally:
+        gc.unfreeze()
 
 
 def test_the_root_cause_comes_first() -> None:

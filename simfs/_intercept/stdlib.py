@@ -1,6 +1,7 @@
 """Standard-library pieces that reach the real machine underneath os: shutil's fast paths,
 fcntl locks, mmap, subprocess and _posixsubprocess, ctypes' memory functions, faulthandler,
-importlib.reload, and logging handlers that hold real files."""
+importlib.reload, logging handlers that hold real files, and gc.freeze/unfreeze (which act on
+the host's objects)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import _posixshmem
 import _posixsubprocess
 import faulthandler
 import fcntl
+import gc
 import importlib
 import logging
 import mmap
@@ -210,8 +212,15 @@ def _no_socket(task: Task, *args: Any, **kwargs: Any) -> Any:
     raise BypassError("socket", "real network and Unix sockets are not simulated")
 
 
+def _collector_tuning(task: Task) -> None:
+    """gc.freeze()/gc.unfreeze() in a rank: they change only how fast the collector runs, which
+    simfs does not model, and the real ones would freeze or thaw the host's objects."""
+
+
 def install() -> None:
     patch_function(importlib, "reload", _reload)
+    for name in ("freeze", "unfreeze"):
+        patch_function(gc, name, _collector_tuning)
     # refused before any real descriptor is made (the audit hook sees sockets only once they exist)
     patch_function(socket.socket, "__init__", _no_socket)
     for name in ("socketpair", "fromfd", "create_connection", "create_server"):
