@@ -1,0 +1,32 @@
+"""checkpoint: crash-consistent, checksummed, resharding sharded checkpoints.
+
+``save(state_dict, path)`` and ``load(state_dict, path)`` are collectives over
+``coord.get_comm()``; ``verify(path)`` checks every byte. Production code: plain os/open and
+torch.distributed, no simulator."""
+
+from .errors import (
+    CheckpointError,
+    CheckpointNotFound,
+    CorruptCheckpoint,
+    LayoutError,
+    LoadError,
+    ManifestError,
+    RanksFailed,
+    SaveError,
+    StateDictError,
+)
+from .files import MANIFEST_NAME, is_committed, read_manifest
+from .layout import Broadcast, Placement, Sharded, Split
+from .load import load
+from .manifest import Manifest
+from .read import ReadStats
+from .save import save, save_staged
+from .stage import Staged, stage
+from .verify import VerifyReport, verify
+
+__all__ = [
+    "MANIFEST_NAME", "Broadcast", "CheckpointError", "CheckpointNotFound", "CorruptCheckpoint", "LayoutError",
+    "LoadError", "Manifest", "ManifestError", "Placement", "RanksFailed", "ReadStats", "SaveError", "Sharded", "Split",
+    "Staged", "StateDictError", "VerifyReport", "is_committed", "load", "read_manifest", "save", "save_staged",
+    "stage", "verify",
+]

@@ -1,0 +1,166 @@
+"""The manifest: the one file that makes a checkpoint exist. Versioned, pickle-free JSON
+(msgspec): every data file with its size and per-block xxh3-64 checksums, every tensor with its
+dtype, shape and the chunks that hold it, every JSON value. Decoding validates it strictly, so a
+malicious manifest is refused before any data file is opened."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Literal
+
+import msgspec
+
+from . import dtypes
+from .boxes import cover_problem, describe, volume
+from .errors import ManifestError
+
+FORMAT = "checkpoint"
+VERSION = 1
+ALIGN = 64  # every chunk starts at a multiple of this in its file
+MAX_ELEMENTS = 1 << 50
+MAX_DIMS = 32
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+class Value(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A JSON-able leaf, bit-exact: floats as float.hex, ints of any size as text."""
+
+    kind: Literal["none", "bool", "int", "float", "str", "tuple"]
+    text: str = ""
+    items: tuple[Value, ...] = ()
+
+
+def encode_value(value: Any) -> Value:
+    if value is None:
+        return Value("none")
+    if isinstance(value, bool):
+        return Value("bool", "true" if value else "false")
+    if isinstance(value, int):
+        return Value("int", str(value))
+    if isinstance(value, float):
+        return Value("float", value.hex())
+    if isinstance(value, str):
+        return Value("str", value)
+    return Value("tuple", items=tuple(encode_value(v) for v in value))
+
+
+def decode_value(value: Value) -> Any:
+    if value.kind == "none":
+        return None
+    if value.kind == "bool":
+        return value.text == "true"
+    if value.kind == "int":
+        return int(value.text)
+    if value.kind == "float":
+        return float.fromhex(value.text)
+    if value.kind == "str":
+        return value.text
+    return tuple(decode_value(v) for v in value.items)
+
+
+class FileEntry(msgspec.Struct, frozen=True):
+    size: int
+    checksums: list[int]
+
+
+class ChunkEntry(msgspec.Struct, frozen=True, array_like=True):
+    """The box ``offsets``/``shape`` of a tensor, stored row-major at ``offset`` of ``file``."""
+
+    offsets: tuple[int, ...]
+    shape: tuple[int, ...]
+    file: str
+    offset: int
+
+
+class TensorEntry(msgspec.Struct, frozen=True):
+    """A tensor (or, kind "object", a pickled object as uint8 bytes) and its chunks."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    chunks: list[ChunkEntry]
+    kind: Literal["tensor", "object"] = "tensor"
+
+
+class Manifest(msgspec.Struct, frozen=True):
+    format: str
+    version: int
+    save_id: str
+    world_size: int
+    block_size: int
+    files: dict[str, FileEntry]
+    tensors: dict[str, TensorEntry]
+    values: dict[str, Value]
+
+
+class _Header(msgspec.Struct):
+    format: str = ""
+    version: int = 0
+
+
+def encode(manifest: Manifest) -> bytes:
+    return msgspec.json.encode(manifest)
+
+
+def decode(data: bytes, where: str) -> Manifest:
+    """Parse and validate a manifest; ``where`` (its path) goes into every error."""
+    try:
+        header = msgspec.json.decode(data, type=_Header)
+        if header.format != FORMAT:
+            raise ManifestError(f"{where}: not a checkpoint manifest (format {header.format!r})")
+        if header.version > VERSION:
+            raise ManifestError(f"{where}: manifest version {header.version} is newer than this library's "
+                                f"({VERSION}); upgrade to load it")
+        manifest = msgspec.json.decode(data, type=Manifest)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise ManifestError(f"{where}: unreadable manifest: {exc}") from None
+    validate(manifest, where)
+    return manifest
+
+
+def is_safe_name(name: str) -> bool:
+    """A plain file name inside the checkpoint directory: no separators, no '..', not hidden."""
+    return bool(_NAME.fullmatch(name)) and ".." not in name
+
+
+def validate(m: Manifest, where: str) -> None:
+    """Raise ManifestError unless every name, size, offset, dtype and shape is sound."""
+    bs = m.block_size
+    if not (4096 <= bs <= 1 << 30 and bs % ALIGN == 0):
+        raise ManifestError(f"{where}: block size {bs} is not a multiple of {ALIGN} in [4 KiB, 1 GiB]")
+    for name, entry in m.files.items():
+        if not is_safe_name(name):
+            raise ManifestError(f"{where}: file name {name!r} is not a plain name inside the checkpoint directory")
+        if not 0 <= entry.size < 1 << 53 or len(entry.checksums) != math.ceil(entry.size / bs):
+            raise ManifestError(f"{where}: file {name}: size {entry.size} does not match its "
+                                f"{len(entry.checksums)} block checksums")
+        if not all(0 <= c < 1 << 64 for c in entry.checksums):
+            raise ManifestError(f"{where}: file {name}: a checksum is not a 64-bit value")
+    for key, tensor in m.tensors.items():
+        _validate_tensor(m, key, tensor, where)
+
+
+def _validate_tensor(m: Manifest, key: str, t: TensorEntry, where: str) -> None:
+    what = f"{where}: tensor {key!r}"
+    if t.dtype not in dtypes.ITEMSIZE:
+        raise ManifestError(f"{what}: unknown dtype {t.dtype!r}")
+    if t.kind == "object" and (t.dtype != "uint8" or len(t.shape) != 1):
+        raise ManifestError(f"{what}: a pickled object must be 1-D uint8")
+    if len(t.shape) > MAX_DIMS or any(s < 0 for s in t.shape) or volume(t.shape) > MAX_ELEMENTS:
+        raise ManifestError(f"{what}: shape {list(t.shape)} is negative, has over {MAX_DIMS} dimensions "
+                            f"or over 2**50 elements")
+    itemsize = dtypes.ITEMSIZE[t.dtype]
+    for chunk in t.chunks:
+        box = (chunk.offsets, chunk.shape)
+        entry = m.files.get(chunk.file)
+        if entry is None:
+            raise ManifestError(f"{what}: chunk {describe(box)} is in {chunk.file!r}, which the manifest does not list")
+        if len(chunk.offsets) != len(t.shape) or len(chunk.shape) != len(t.shape):
+            raise ManifestError(f"{what}: chunk {describe(box)} does not have {len(t.shape)} dimensions")
+        end = chunk.offset + volume(chunk.shape) * itemsize
+        if chunk.offset < 0 or chunk.offset % ALIGN or end > entry.size:
+            raise ManifestError(f"{what}: chunk {describe(box)} at bytes {chunk.offset}-{end} of {chunk.file} "
+                                f"lies past the file's {entry.size} bytes or is not {ALIGN}-byte aligned")
+    problem = cover_problem(t.shape, [(c.offsets, c.shape) for c in t.chunks])
+    if problem:
+        raise ManifestError(f"{what} of shape {list(t.shape)}: {problem}")
