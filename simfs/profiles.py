@@ -30,7 +30,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "write_back": ("through", "close", "locked"),
     "upload": ("extents", "whole"),
     "create_visible": ("open", "close"),
-    "data_durable": ("fsync", "close"),
+    "data_durable": ("fsync", "close", "replayed"),
     "entry_durable": ("dir_fsync", "op"),
     "rename": ("atomic", "copy_delete"),
     "exclusive_create": ("atomic", "racy"),
@@ -96,8 +96,10 @@ class Profile:
                    "(object stores), refused with ESTALE if the object changed since this node opened it")
     create_visible: Literal["open", "close"] = _param(
         "open", "when a new file's name appears to other nodes: at open(O_CREAT) or when it is first uploaded")
-    data_durable: Literal["fsync", "close"] = _param(
-        "fsync", "what makes file data survive a server crash: fsync(), or also close() (an NFS COMMIT)")
+    data_durable: Literal["fsync", "close", "replayed"] = _param(
+        "fsync", "what makes file data survive a server crash: fsync(), or also close() (an NFS COMMIT), or "
+                 "'replayed': the writing client keeps what the server has not committed and sends it again "
+                 "when the server restarts, so only a crash of that client (or of the whole cluster) loses it")
     entry_durable: Literal["dir_fsync", "op"] = _param(
         "dir_fsync", "what makes a new, removed or renamed name survive a server crash: fsync of its directory, or "
                      "the operation itself (servers that commit metadata before replying)")
@@ -446,7 +448,7 @@ _BUILTIN: dict[str, Profile] = {
     ),
     "lustre": Profile(
         name="lustre",
-        write_back="locked", entry_durable="op", crash_order="omit_one",
+        write_back="locked", data_durable="replayed", entry_durable="op", crash_order="omit_one",
         mtime_granularity=1.0, capacity=float(PiB), rpc_latency=3e-4, bandwidth=2e9, jitter=0.5,
         notes="Lustre (>= 2.12.3 client defaults): coherent through the distributed lock manager (no attribute "
               "ttl), flock coherent across nodes (mount.lustre(8) flock; 'localflock' is flock='node'), space "
@@ -460,6 +462,11 @@ _BUILTIN: dict[str, Profile] = {
                           "service; caches are flushed before locks are released'; space for cached writes is "
                           "granted by the OST, so ENOSPC surfaces at write() (Lustre Operations Manual, grants; "
                           "not re-read here)",
+            "data_durable": "Lustre recovery: a client keeps written pages it sent but the OST has not committed "
+                            "('unstable' pages, LU-2139) and resends them when the OST restarts, close() or not; "
+                            "lost only with the client. Replays are modelled client by client (Lustre orders "
+                            "them by transaction number: overlapping unsynced writes of one file from two nodes "
+                            "are not replayed in exact order)",
             "entry_durable": "Lustre recovery: clients replay uncommitted metadata operations after an MDS "
                              "restart (mount.lustre(8) recovery_time_soft 300 s / hard 900 s)",
             "flock": "mount.lustre(8) flock: 'coherent across all client nodes ... enabled by default in Lustre "

@@ -462,6 +462,96 @@ def test_nfs_server_crash_keeps_closed_files_and_namespace_operations(seed):
                                        "/shared/d/plain": b"closed, never fsynced"}
 
 
+def lustre_write_close_then_overwrite(data: bytes, later: bytes) -> None:
+    """Rank 0: write and close a file (no fsync), then overwrite its start in place (no fsync)."""
+    if dist.get_rank() != 0:
+        return
+    write_file("/shared/f", data)
+    with open("/shared/f", "r+b") as f:
+        f.write(later)
+    mark_crash_point()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**16), data=st.binary(min_size=1, max_size=9000), later=st.binary(max_size=100))
+def test_lustre_surviving_clients_replay_unsynced_writes_after_a_server_restart(seed, data, later):
+    """Lustre (data_durable='replayed'): a client resends what the OST had not committed, close()
+    or not, so a server restart alone loses no acknowledged write; a power loss of the whole
+    cluster takes the clients with it."""
+    expected = later + data[len(later):] if len(later) <= len(data) else later
+    cluster = server_crash_cluster("lustre", seed=seed, nodes=2)
+    result = cluster.run(lustre_write_close_then_overwrite, data, later)
+    assert result.ok, result.summary()
+    assert any(e.op == "server-crash" and "again" in e.outcome for e in result.trace), result.summary()
+    after = cluster.run(read_paths, ["/shared/f"], faults=[])
+    assert [r["/shared/f"] for r in after.returns.values()] == [expected, expected]
+
+
+def test_lustre_power_loss_takes_the_unsynced_writes_with_the_clients():
+    lost = []
+    for seed in range(20):
+        cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="lustre", seed=seed)
+        assert cluster.run(lustre_write_close_then_overwrite, BIG, b"x").ok
+        cluster.power_loss()
+        lost.append(cluster.run(read_paths, ["/shared/f"]).returns[0]["/shared/f"] != b"x" + BIG[1:])
+    assert any(lost)
+
+
+def update_across_a_restart() -> tuple[float, float]:
+    """Rank 0 uploads /shared/f and keeps /shared/same; both opened for update, the server
+    restarts, then the update is written and closed. Returns the mtime of /shared/same before
+    and after the restart."""
+    if dist.get_rank() != 0:
+        return (0.0, 0.0)
+    for path in ("/shared/f", "/shared/same"):
+        server_write_durable(path, b"old")
+    before = os.stat("/shared/same").st_mtime
+    with open("/shared/f", "r+b") as f:
+        f.write(b"new")
+        mark_crash_point()
+    return before, os.stat("/shared/same").st_mtime
+
+
+@pytest.mark.parametrize("profile", ["objectstore", "nfs", "lustre"])
+def test_a_server_restart_does_not_change_files_it_kept(profile):
+    """A restart keeps the change attribute (object generation) of what it did not lose: an
+    update begun before it is not refused with ESTALE, and times stay (they were bumped for
+    every inode before)."""
+    cluster = server_crash_cluster(profile, nodes=2)
+    result = cluster.run(update_across_a_restart)
+    assert result.ok, result.summary()
+    assert any(e.op == "server-crash" for e in result.trace)
+    before, after = result.returns[0]
+    assert before == after
+    assert cluster.run(read_paths, ["/shared/f"], faults=[]).returns[1] == {"/shared/f": b"new"}
+
+
+def test_a_file_the_restart_took_back_gets_a_new_change_attribute():
+    server = Server(profiles.get("nfs"), lambda: 0.0, "s")
+    ino, _, _ = server.create(ROOT, "f", 0o644, exclusive=True)
+    server.write(ino, 0, b"durable")
+    server.commit(ino)
+    server.sync_dir(ROOT)
+    kept = server.getattr(ino).change
+    server.write(ino, 0, b"LOST")
+    lost = server.getattr(ino).change
+    server.crash(simfs.ReplayChoices([0] * 64))
+    restored = server.getattr(ino)
+    assert server.content(ino) == b"durable"
+    assert restored.change not in (kept, lost) and restored.change > lost
+
+
+def test_beegfs_server_restart_loses_unsynced_writes():
+    """BeeGFS clients keep nothing for replay (no client recovery): a storage server restart
+    loses what it had not synced to its disk."""
+    lost = []
+    for seed in range(20):
+        cluster = server_crash_cluster("beegfs", seed=seed, nodes=2)
+        assert cluster.run(lustre_write_close_then_overwrite, BIG, b"x").ok
+        lost.append(cluster.run(read_paths, ["/shared/f"], faults=[]).returns[0]["/shared/f"] != b"x" + BIG[1:])
+    assert any(lost)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_objectstore_server_crash_keeps_uploaded_objects(seed):
     cluster = server_crash_cluster("objectstore", seed=seed)

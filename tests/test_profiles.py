@@ -21,7 +21,7 @@ ENUMS = {
     "write_back": ("through", "close", "locked"),
     "upload": ("extents", "whole"),
     "create_visible": ("open", "close"),
-    "data_durable": ("fsync", "close"),
+    "data_durable": ("fsync", "close", "replayed"),
     "entry_durable": ("dir_fsync", "op"),
     "rename": ("atomic", "copy_delete"),
     "exclusive_create": ("atomic", "racy"),

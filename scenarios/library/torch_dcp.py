@@ -97,15 +97,13 @@ def dcp_overwrite() -> None:
 
 
 @scenario("dcp-step-dirs", recover=step_dir_recover, crashes=True, nodes=2, ranks_per_node=1, max_examples=100,
-          expect=dict.fromkeys(("local", "nfs", "objectstore"), "pass"), family=FAMILY, tags=("fixed",))
+          expect=dict.fromkeys(("local", "nfs", "lustre", "objectstore"), "pass"), family=FAMILY, tags=("fixed",))
 def dcp_step_dirs() -> None:
     """dcp.save of each step into a new directory; rank 0 fsyncs it, then moves `latest` atomically.
 
     A save never touches the checkpoint `latest` names, and `latest` moves only once the new one
     is durable (DCP fsyncs .metadata before writing it and never fsyncs a directory, so the job
-    does both). Not run on Lustre: a storage restart in simfs loses what a client wrote and
-    closed unsynced, and the later fsync cannot send it again, while Lustre clients replay
-    uncommitted writes after a server restart."""
+    does both)."""
     for step in STEPS:
         path = f"{ROOT}/step-{step}"
         _save(step, path)

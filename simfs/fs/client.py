@@ -409,14 +409,33 @@ class Client:
         self.flush(ino)
         held = self.unstable.pop(ino, None)
         if held is not None and held.boot != self.server.crashes:
-            for kind, offset, data in held.requests():
-                self.rpc(len(data))
-                if kind == "write":
-                    self.server.write(ino, offset, data)
-                else:
-                    self.server.truncate(ino, offset)
+            self._resend(ino, held)
         self.rpc()
         self.server.commit(ino)
+
+    def replay_unstable(self) -> int:
+        """The server restarted: send again what it acknowledged but had not committed (a
+        Lustre client's recovery); it stays held until committed. A file the restarted server
+        no longer has is not recreated. Returns the number of files resent."""
+        resent = 0
+        for ino, held in list(self.unstable.items()):
+            if held.boot == self.server.crashes:
+                continue
+            if ino in self.server.inodes:
+                self._resend(ino, held)
+                held.boot = self.server.crashes
+                resent += 1
+            else:
+                del self.unstable[ino]
+        return resent
+
+    def _resend(self, ino: int, held: Unstable) -> None:
+        for kind, offset, data in held.requests():
+            self.rpc(len(data))
+            if kind == "write":
+                self.server.write(ino, offset, data)
+            else:
+                self.server.truncate(ino, offset)
 
     def closed_without_commit(self, ino: int) -> None:
         """A close that does not commit forgets the uncommitted requests (not durable)."""

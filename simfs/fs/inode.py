@@ -68,6 +68,16 @@ class Inode:
         twin.entries = dict(self.entries) if self.entries is not None else None
         return twin
 
+    def same_state(self, other: Inode) -> bool:
+        """The same kind, permissions, links, entries, target and bytes (times and change
+        attribute aside)."""
+        if (self.kind, self.mode, self.nlink, self.target, self.entries) != (
+                other.kind, other.mode, other.nlink, other.target, other.entries):
+            return False
+        if self.data is None or other.data is None:
+            return self.data is other.data
+        return self.data.same(other.data)
+
     def size(self) -> int:
         if self.data is not None:
             return len(self.data)

@@ -31,6 +31,15 @@ class Rope:
             twin._chunks, twin._ends, twin._flat = list(self._chunks), list(self._ends), None
         return twin
 
+    def same(self, other: Rope) -> bool:
+        """The same bytes (chunks shared with a copy compare without reading them)."""
+        if len(self) != len(other):
+            return False
+        if self._flat is None and other._flat is None and len(self._chunks) == len(other._chunks) and all(
+                a is b for a, b in zip(self._chunks, other._chunks)):
+            return True
+        return self.tobytes() == other.tobytes()
+
     def tobytes(self) -> bytes:
         if self._flat is not None:
             return bytes(self._flat)

@@ -135,18 +135,19 @@ class Server:
                 links[child] = links.get(child, 0) + 1
                 stack.append(child)
         self.journal.keep_only(reachable)
-        self.inodes.clear()
+        before, self.inodes = self.inodes, {}
         for ino, node in reachable.items():
             live = node.clone()
             if live.entries is not None:
                 live.nlink = 2 + sum(1 for c in live.entries.values() if c in reachable and reachable[c].kind == DIR)
             else:
                 live.nlink = links.get(ino, 1)
-            live.change += 1
             self.inodes[ino] = live
-        for entries in (n.entries for n in self.inodes.values() if n.entries is not None):
-            for name in [n for n, c in entries.items() if c not in self.inodes]:
-                del entries[name]
+        for ino, live in self.inodes.items():
+            if live.entries is not None:
+                for name in [n for n, c in live.entries.items() if c not in self.inodes]:
+                    del live.entries[name]
+            _carry_attributes(before.get(ino), live, self.crashes + 1)
         self.open_refs.clear()
         self._recount()  # holes of restored files count as allocated (the journal keeps no holes)
 
@@ -487,3 +488,15 @@ class Server:
     def _recount(self) -> None:
         self.allocated = {ino: len(n.data) for ino, n in self.inodes.items() if n.data is not None and len(n.data)}
         self.used = sum(self.allocated.values())
+
+
+def _carry_attributes(was: Inode | None, restored: Inode, boot: int) -> None:
+    """An inode the crash left as it was keeps its change attribute and times (a restart does
+    not change unchanged files: NFSv4 change attributes and object generations persist); one
+    the crash took back to an older state, or brought back, gets a change attribute no earlier
+    incarnation of the server handed out."""
+    if was is not None and restored.same_state(was):
+        restored.change, restored.mtime, restored.ctime = was.change, was.mtime, was.ctime
+    else:
+        restored.change = max(restored.change, was.change if was is not None else 0, boot << 40) + 1
+

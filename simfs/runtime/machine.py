@@ -244,20 +244,25 @@ class Machine:
         last (its crash does not return)."""
         for mount in self.fs.shared:
             if mount.host is None:
-                self.crash_server(mount.path, why)
+                self.crash_server(mount.path, why, clients_survive=False)
         current = self.sched.current
         last = current.context.node if current is not None else None
         for node in [n for n in range(self.fs.nodes) if n != last] + ([last] if last is not None else []):
             self.crash_node(node, why)
 
-    def crash_server(self, mount_path: str, why: str) -> None:
+    def crash_server(self, mount_path: str, why: str, *, clients_survive: bool = True) -> None:
         """The storage server of a mount restarts; if the mount is a disk inside a node, that
-        is a power loss of the node."""
+        is a power loss of the node. Surviving clients of a mount whose clients replay
+        (``data_durable="replayed"``) send their uncommitted writes again."""
         mount = self.fs.mount_named(mount_path)
         if mount.host is not None:
             self.crash_node(mount.host, f"{why}: {mount_path} is a disk inside node {mount.host}")
             return
         summary = self.fs.crash_disk(mount)
+        if clients_survive and mount.profile.data_durable == "replayed":
+            resent = sum(client.replay_unstable() for client in mount.clients.values())
+            if resent:
+                summary += f"; the clients sent their uncommitted writes to {resent} file(s) again"
         self.crashes += 1
         self.note("server-crash", mount_path, f"{summary} ({why})")
 

@@ -122,7 +122,7 @@ class FileCalls(SyscallsBase):
             durable_at_close = of.mount.profile.data_durable == "close"
             if of.writable:  # a read-only close reports nothing (fs/nfs/file.c nfs_file_flush)
                 self._send_dirty(of, "close", commit=durable_at_close and client.has_dirty(of.ino))
-            if not durable_at_close:
+            if of.mount.profile.data_durable == "fsync":
                 client.closed_without_commit(of.ino)
         finally:
             client.closed(of.ino)
