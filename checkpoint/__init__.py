@@ -17,12 +17,12 @@ from .errors import (
 )
 from .files import MANIFEST_NAME, is_committed, read_manifest
 from .layout import Broadcast, Placement, Sharded, Split
-from .load import load
+from .loader import load
 from .manifest import Manifest
 from .read import ReadStats
-from .save import save, save_staged
-from .stage import Staged, stage
-from .verify import VerifyReport, verify
+from .saver import save, save_staged
+from .staging import Staged, stage
+from .verifier import VerifyReport, verify
 
 __all__ = [
     "MANIFEST_NAME", "Broadcast", "CheckpointError", "CheckpointNotFound", "CorruptCheckpoint", "LayoutError",

@@ -14,7 +14,7 @@ from coord import atomic_write, fsync_dir
 
 from .errors import LayoutError
 from .files import MANIFEST_NAME, is_ours, remove_quietly
-from .manifest import FORMAT, VERSION, ChunkEntry, FileEntry, Manifest, TensorEntry, Value, encode
+from .manifest import ChunkEntry, FileEntry, Manifest, TensorEntry, Value, encode
 from .plan import GlobalPlan, describe_chunk
 
 log = logging.getLogger("checkpoint")
@@ -49,7 +49,7 @@ def build_manifest(plan: GlobalPlan, reports: list[RankReport], save_id: str, bl
             elif chunk.key not in tensors:
                 tensors[chunk.key] = TensorEntry(chunk.dtype, chunk.global_shape, chunks[chunk.key],
                                                  "object" if chunk.kind == "object" else "tensor")
-    return Manifest(FORMAT, VERSION, save_id, len(reports), block_size, files, tensors, values)
+    return Manifest(save_id, len(reports), block_size, files, tensors, values)
 
 
 def _check_replicas(plan: GlobalPlan, reports: list[RankReport]) -> None:

@@ -5,8 +5,7 @@ is a leaf, classified by kind."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -18,8 +17,7 @@ from .layout import Sharded, dtensor_module
 KINDS = ("tensor", "dtensor", "sharded", "array", "value", "object")
 
 
-@dataclass(frozen=True)
-class Leaf:
+class Leaf(NamedTuple):
     """A leaf of a state dict, and where it sits: ``parent[slot] is value``."""
 
     key: str

@@ -1,7 +1,8 @@
 """The manifest: the one file that makes a checkpoint exist. Versioned, pickle-free JSON
 (msgspec): every data file with its size and per-block xxh3-64 checksums, every tensor with its
-dtype, shape and the chunks that hold it, every JSON value. Decoding validates it strictly, so a
-malicious manifest is refused before any data file is opened."""
+dtype, shape and the chunks that hold it, every JSON value. It is sealed by its own checksum (so
+any changed byte is caught) and decoding validates it strictly, so a malicious manifest is
+refused before any data file is opened."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 from typing import Any, Literal
 
 import msgspec
+import xxhash
 
 from . import dtypes
 from .boxes import cover_problem, describe, volume
@@ -23,7 +25,7 @@ MAX_DIMS = 32
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
-class Value(msgspec.Struct, frozen=True, omit_defaults=True):
+class Value(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """A JSON-able leaf, bit-exact: floats as float.hex, ints of any size as text."""
 
     kind: Literal["none", "bool", "int", "float", "str", "tuple"]
@@ -59,12 +61,12 @@ def decode_value(value: Value) -> Any:
     return tuple(decode_value(v) for v in value.items)
 
 
-class FileEntry(msgspec.Struct, frozen=True):
+class FileEntry(msgspec.Struct, frozen=True, gc=False):
     size: int
     checksums: list[int]
 
 
-class ChunkEntry(msgspec.Struct, frozen=True, array_like=True):
+class ChunkEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """The box ``offsets``/``shape`` of a tensor, stored row-major at ``offset`` of ``file``."""
 
     offsets: tuple[int, ...]
@@ -73,7 +75,7 @@ class ChunkEntry(msgspec.Struct, frozen=True, array_like=True):
     offset: int
 
 
-class TensorEntry(msgspec.Struct, frozen=True):
+class TensorEntry(msgspec.Struct, frozen=True, gc=False):
     """A tensor (or, kind "object", a pickled object as uint8 bytes) and its chunks."""
 
     dtype: str
@@ -83,8 +85,6 @@ class TensorEntry(msgspec.Struct, frozen=True):
 
 
 class Manifest(msgspec.Struct, frozen=True):
-    format: str
-    version: int
     save_id: str
     world_size: int
     block_size: int
@@ -93,25 +93,32 @@ class Manifest(msgspec.Struct, frozen=True):
     values: dict[str, Value]
 
 
-class _Header(msgspec.Struct):
-    format: str = ""
-    version: int = 0
+class _Envelope(msgspec.Struct, frozen=True):
+    """The file: format, version, and the manifest's JSON with its xxh3-64 (hex)."""
+
+    format: str
+    version: int
+    checksum: str
+    manifest: msgspec.Raw
 
 
 def encode(manifest: Manifest) -> bytes:
-    return msgspec.json.encode(manifest)
+    body = msgspec.json.encode(manifest)
+    return msgspec.json.encode(_Envelope(FORMAT, VERSION, xxhash.xxh3_64_hexdigest(body), msgspec.Raw(body)))
 
 
 def decode(data: bytes, where: str) -> Manifest:
-    """Parse and validate a manifest; ``where`` (its path) goes into every error."""
+    """Parse, check and validate a manifest; ``where`` (its path) goes into every error."""
     try:
-        header = msgspec.json.decode(data, type=_Header)
-        if header.format != FORMAT:
-            raise ManifestError(f"{where}: not a checkpoint manifest (format {header.format!r})")
-        if header.version > VERSION:
-            raise ManifestError(f"{where}: manifest version {header.version} is newer than this library's "
-                                f"({VERSION}); upgrade to load it")
-        manifest = msgspec.json.decode(data, type=Manifest)
+        envelope = msgspec.json.decode(data, type=_Envelope)
+        if envelope.format != FORMAT:
+            raise ManifestError(f"{where}: not a checkpoint manifest (format {envelope.format!r})")
+        if envelope.version != VERSION:
+            raise ManifestError(f"{where}: manifest version {envelope.version} is not this library's ({VERSION})"
+                                + ("; upgrade to load it" if envelope.version > VERSION else ""))
+        if xxhash.xxh3_64_hexdigest(bytes(envelope.manifest)) != envelope.checksum:
+            raise ManifestError(f"{where}: the manifest fails its checksum (corrupt or modified)")
+        manifest = msgspec.json.decode(envelope.manifest, type=Manifest)
     except (msgspec.DecodeError, RecursionError) as exc:
         raise ManifestError(f"{where}: unreadable manifest: {exc}") from None
     validate(manifest, where)

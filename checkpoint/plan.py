@@ -17,7 +17,7 @@ from .errors import LayoutError
 SPLIT_BYTES = 8 << 20  # replicated chunks at least twice this size are split across their holders
 
 
-class LocalChunk(msgspec.Struct, frozen=True, array_like=True):
+class LocalChunk(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A chunk a rank holds: the box ``offsets``/``shape`` of tensor ``key``. Kind "tensor",
     "object" (pickled bytes, 1-D uint8) or "value" (a JSON value: no dtype, no box)."""
 
@@ -29,7 +29,7 @@ class LocalChunk(msgspec.Struct, frozen=True, array_like=True):
     shape: Shape
 
 
-class Piece(msgspec.Struct, frozen=True, array_like=True):
+class Piece(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """What a rank writes: bytes ``start``..``start+nbytes`` of its local chunk number ``chunk``,
     which hold the box ``offsets``/``shape`` of the tensor."""
 

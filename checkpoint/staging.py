@@ -56,7 +56,7 @@ def _stage_leaf(leaf: Leaf, allow_pickle: bool, copy: bool, pin: bool) -> tuple[
     elif leaf.kind == "sharded":
         local, global_shape, (offsets, shape) = value.local, value.global_shape, value.box
     elif leaf.kind in ("tensor", "array"):
-        local, global_shape = value, tuple(int(s) for s in value.shape)
+        local, global_shape = value, tuple(value.shape)
         offsets, shape = (0,) * len(global_shape), global_shape
     else:
         return _stage_object(key, value, allow_pickle)
@@ -89,17 +89,15 @@ def tensor_bytes(tensor: torch.Tensor, copy: bool = False, pin: bool = False) ->
     t = tensor.detach()
     if t.is_conj() or t.is_neg():
         t = t.resolve_conj().resolve_neg()
-    if t.device.type != "cpu":
-        staging = torch.empty(t.shape, dtype=t.dtype, pin_memory=pin)
-        t = staging.copy_(t)
+    if not t.is_cpu:
+        t = torch.empty(t.shape, dtype=t.dtype, pin_memory=pin).copy_(t)
     elif copy:
         t = t.clone(memory_format=torch.contiguous_format)
     if not t.is_contiguous():
         t = t.contiguous()
-    flat = t.reshape(-1)
     if t.dtype in _NUMPY_NATIVE:
-        return flat.numpy().view(np.uint8)
-    return flat.view(torch.uint8).numpy()
+        return t.numpy().reshape(-1).view(np.uint8)
+    return t.reshape(-1).view(torch.uint8).numpy()
 
 
 def array_bytes(array: np.ndarray, copy: bool = False) -> np.ndarray:

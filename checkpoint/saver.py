@@ -19,12 +19,13 @@ import xxhash
 
 from coord import Comm, get_comm, makedirs_once
 
+from ._gc import paused
 from .commit import RankReport, build_manifest, collect_garbage, commit
 from .errors import CheckpointError, LayoutError, SaveError, describe
 from .files import DEFAULT_THREADS, is_ours, remove_quietly
 from .manifest import Value
 from .plan import GlobalPlan, RankPlan, build
-from .stage import Staged, stage
+from .staging import Staged, stage
 from .write import write_pieces
 
 log = logging.getLogger("checkpoint")
@@ -41,11 +42,12 @@ def save(state_dict: Mapping[Any, Any], path: str | os.PathLike[str], *, comm: C
     ``comm`` (default: ``coord.get_comm()``). Returns once the checkpoint is committed and
     durable; raises SaveError on every rank if any rank fails, LayoutError if the ranks' shards
     do not make up their tensors or replicas differ."""
-    try:
-        staged: Staged | Exception = stage(state_dict, allow_pickle=allow_pickle)
-    except Exception as exc:  # noqa: BLE001 - every rank must learn it in the plan exchange
-        staged = exc
-    save_staged(staged, path, comm=comm, threads=threads)
+    with paused():
+        try:
+            staged: Staged | Exception = stage(state_dict, allow_pickle=allow_pickle)
+        except Exception as exc:  # noqa: BLE001 - every rank must learn it in the plan exchange
+            staged = exc
+        save_staged(staged, path, comm=comm, threads=threads)
 
 
 def save_staged(staged: Staged | Exception, path: str | os.PathLike[str], *, comm: Comm | Any = None,

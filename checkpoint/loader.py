@@ -16,6 +16,7 @@ import torch
 from coord import Comm, get_comm
 
 from . import dtypes
+from ._gc import paused
 from .errors import (
     CheckpointError,
     CheckpointNotFound,
@@ -43,8 +44,11 @@ def load(state_dict: Mapping[Any, Any], path: str | os.PathLike[str], *, comm: C
     must be in the checkpoint with the same dtype and global shape. A collective over ``comm``;
     a failure on any rank raises on every rank (the failure's class when every failed rank
     failed alike, else LoadError)."""
-    comm = get_comm(comm)
-    directory = os.path.abspath(os.fspath(path))
+    with paused():
+        return _load(state_dict, os.path.abspath(os.fspath(path)), get_comm(comm), allow_pickle, threads)
+
+
+def _load(state_dict: Mapping[Any, Any], directory: str, comm: Comm, allow_pickle: bool, threads: int) -> ReadStats:
     shared: bytes | Exception | None = None
     if comm.rank == 0:
         try:
