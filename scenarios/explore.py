@@ -17,11 +17,11 @@ from hypothesis.errors import HypothesisException
 from hypothesis.strategies import DataObject
 
 import simfs
+from simfs.runtime.heap import frozen_heap
 
 from . import replaying
 from .example import Example, Execution, execute
 from .finding import Finding, finding_of
-from .heap import host_objects_frozen
 from .mix import Space, buffer_size, draw_crash, draw_example, draw_recover, fault_kinds
 from .registry import Crashes
 from .target import Check, Target
@@ -164,7 +164,7 @@ def _hypothesis(search: _Search, max_examples: int, seed: int, explain: bool) ->
         search.body(data)
 
     try:
-        with host_objects_frozen():
+        with frozen_heap():  # collections between examples walk only what the search made
             body()
     except _Failed:
         pass

@@ -27,6 +27,7 @@ from .runspec import (
     resolve_job,
 )
 from .runtime.dist import DEFAULT_TIMEOUT
+from .runtime.heap import frozen_heap, garbage
 from .runtime.hostguard import HostGuard
 from .runtime.hostpaths import host_paths
 from .runtime.marshal import Marshal
@@ -145,9 +146,10 @@ class Cluster:
         guard = HostGuard()  # before install(): what it imports and patches in builtins is undone after
         install()
         collecting = gc.isenabled()
-        gc.disable()  # full collections wait for the end of the run (see run._young_gc)
         try:
-            return self._run(job, args, kwargs, faults, choices)
+            with frozen_heap():  # the host's objects need no cycle collection while ranks allocate...
+                gc.disable()  # ...and full collections wait for the end of the run (see run._young_gc)
+                return self._run(job, args, kwargs, faults, choices)
         finally:
             (gc.enable if collecting else gc.disable)()
             guard.restore()
@@ -168,6 +170,7 @@ class Cluster:
         if recorder is not None:
             spec["draws"] = recorder.draws  # filled in as the run draws
         result = run.execute(job, args, kwargs, "")
+        garbage.note(sum(m.server.used for m in [*self.fs.shared, *self.fs.local]))
         self._restarting = run.machine.crashes > 0
         result.replay = encode(spec)
         return result
