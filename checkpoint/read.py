@@ -144,7 +144,7 @@ def _read_file(directory: str, manifest: Manifest, name: str, copies: list[_Copy
     entry, bs = manifest.files[name], manifest.block_size
     copies.sort(key=lambda c: c.start)
     total = 0
-    with open_data(directory, name, entry) as f:
+    with open_data(directory, name, entry) as f, torch.no_grad():  # grad mode is per thread
         batch: list[_Copy] = []
         for copy in copies:
             if batch and copy.end - batch[0].start // bs * bs > SPAN_BYTES:
