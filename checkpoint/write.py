@@ -14,6 +14,7 @@ import xxhash
 
 from coord import fsync_dir
 
+from .errors import CheckpointError, describe
 from .files import data_name
 from .manifest import ALIGN, FileEntry
 from .plan import Piece
@@ -97,14 +98,16 @@ def write_pieces(directory: str, save_id: str, rank: int, pieces: list[Piece], d
 
     def write_file(index: int) -> None:
         name = data_name(save_id, rank, index)
-        with open(os.path.join(directory, name), "xb", buffering=0) as f:
-            writer = _BlockWriter(f, block_size)
-            for i in groups[index]:
-                piece = pieces[i]
-                locations[i] = (name, writer.align())
-                raw = data[piece.chunk]
-                writer.write(raw[piece.start:piece.start + piece.nbytes].data)
-            files[name] = writer.close()
+        try:
+            with open(os.path.join(directory, name), "xb", buffering=0) as f:
+                writer = _BlockWriter(f, block_size)
+                for i in groups[index]:
+                    piece = pieces[i]
+                    locations[i] = (name, writer.align())
+                    writer.write(data[piece.chunk][piece.start:piece.start + piece.nbytes].data)
+                files[name] = writer.close()
+        except Exception as exc:
+            raise CheckpointError(f"writer thread for {name}: {describe(exc)}") from exc
 
     with ThreadPoolExecutor(max(1, len(groups)), thread_name_prefix=f"checkpoint-writer-r{rank}") as pool:
         futures = [pool.submit(write_file, i) for i in range(len(groups))]

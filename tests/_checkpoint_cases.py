@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
+import checkpoint
 from checkpoint import Broadcast, Sharded, Split
 
 DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
@@ -141,3 +142,29 @@ def layouts(draw: st.DrawFn, specs: list[TensorSpec], world: int) -> Layout:
         placements.append(tuple(draw(st.sampled_from(options)) for _ in mesh))
     return Layout(mesh, tuple(placements))
 
+
+
+def _group(comm, size: int):
+    """A communicator over ranks 0..size-1 (None elsewhere); a collective on ``comm``."""
+    return comm if size == comm.world_size else comm.subgroup(list(range(size)))
+
+
+def reshard(comm, specs: list[TensorSpec], saved: Layout, loaded: Layout, path: str) -> dict:
+    """Rank code: save with ``saved`` on ranks 0..saved.world-1, load into ``loaded`` on ranks
+    0..loaded.world-1 and check every part bit for bit. Returns the load's stats (loading
+    ranks) and the manifest and verify report (rank 0)."""
+    save_comm, load_comm = _group(comm, saved.world), _group(comm, loaded.world)
+    if save_comm is not None:
+        checkpoint.save(saved.state_dict(specs, comm.rank), path, comm=save_comm)
+    comm.barrier()
+    out: dict = {}
+    if load_comm is not None:
+        target = loaded.state_dict(specs, comm.rank, blank_=True)
+        out["stats"] = checkpoint.load(target, path, comm=load_comm)
+        expected = loaded.state_dict(specs, comm.rank)
+        assert_same({k: v.local if isinstance(v, Sharded) else v for k, v in expected.items()},
+                    {k: v.local if isinstance(v, Sharded) else v for k, v in target.items()}, f"rank {comm.rank}")
+    if comm.rank == 0:
+        out["manifest"] = checkpoint.read_manifest(path)
+        out["verify"] = checkpoint.verify(path)
+    return out

@@ -11,7 +11,7 @@ import os
 
 import pytest
 import torch
-from _checkpoint_cases import Layout, TensorSpec, assert_same, layouts, tensor_specs
+from _checkpoint_cases import Layout, TensorSpec, layouts, reshard, tensor_specs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,11 +22,6 @@ from _coord_sim import cluster, ok
 from checkpoint import Sharded
 
 PATH = "/shared/ckpt/step-1"
-
-
-def _group(comm, size):
-    """A communicator over ranks 0..size-1 (None elsewhere); a collective on ``comm``."""
-    return comm if size == comm.world_size else comm.subgroup(list(range(size)))
 
 
 def _chunk_bytes(manifest):
@@ -40,24 +35,7 @@ def _chunk_bytes(manifest):
 
 
 def reshard_job(specs: list[TensorSpec], saved: Layout, loaded: Layout) -> dict:
-    comm = coord.get_comm()
-    save_comm, load_comm = _group(comm, saved.world), _group(comm, loaded.world)
-    if save_comm is not None:
-        checkpoint.save(saved.state_dict(specs, comm.rank), PATH, comm=save_comm)
-    comm.barrier()
-    out: dict = {}
-    if load_comm is not None:
-        target = loaded.state_dict(specs, comm.rank, blank_=True)
-        stats = checkpoint.load(target, PATH, comm=load_comm)
-        expected = loaded.state_dict(specs, comm.rank)
-        assert_same({k: v.local if isinstance(v, Sharded) else v for k, v in expected.items()},
-                    {k: v.local if isinstance(v, Sharded) else v for k, v in target.items()}, f"rank {comm.rank}")
-        out["stats"] = stats
-    if comm.rank == 0:
-        manifest = checkpoint.read_manifest(PATH)
-        out["manifest"] = manifest
-        out["verify"] = checkpoint.verify(PATH)
-    return out
+    return reshard(coord.get_comm(), specs, saved, loaded, PATH)
 
 
 def _check_dedup(specs: list[TensorSpec], manifest) -> None:
@@ -162,6 +140,7 @@ def test_error_in_a_writer_thread_fails_the_save_everywhere_and_keeps_the_old_ch
     for rank, out in returns.items():
         name, failed, message = out["error"]
         assert name == "SaveError" and failed == [2], out
-        assert "rank 2: OSError: [Errno 28] No space left on device" in message
+        assert "rank 2: CheckpointError: writer thread for " in message
+        assert "OSError: [Errno 28] No space left on device" in message
         assert out["loaded"] == ([float(rank)] * 4, 1)  # the old checkpoint, untouched
     assert returns[0]["files"] == sorted([checkpoint.MANIFEST_NAME, *returns[0]["manifest"]])
