@@ -4,6 +4,7 @@
 ``coord.get_comm()``; ``verify(path)`` checks every byte. Production code: plain os/open and
 torch.distributed, no simulator."""
 
+from .dcp_compat import DcpCheckpointWarning
 from .errors import (
     CheckpointError,
     CheckpointNotFound,
@@ -25,7 +26,8 @@ from .staging import Staged, stage
 from .verifier import VerifyReport, verify
 
 __all__ = [
-    "MANIFEST_NAME", "Broadcast", "CheckpointError", "CheckpointNotFound", "CorruptCheckpoint", "LayoutError",
+    "MANIFEST_NAME", "Broadcast", "CheckpointError", "CheckpointNotFound", "CorruptCheckpoint", "DcpCheckpointWarning",
+    "LayoutError",
     "LoadError", "Manifest", "ManifestError", "Placement", "RanksFailed", "ReadStats", "SaveError", "Sharded", "Split",
     "Staged", "StateDictError", "VerifyReport", "is_committed", "load", "read_manifest", "save", "save_staged",
     "stage", "verify",

@@ -17,6 +17,7 @@ from coord import Comm, get_comm
 
 from . import dtypes
 from ._gc import paused
+from .dcp_compat import DcpMetadata, load_dcp, read_dcp_metadata
 from .errors import (
     CheckpointError,
     CheckpointNotFound,
@@ -49,10 +50,12 @@ def load(state_dict: Mapping[Any, Any], path: str | os.PathLike[str], *, comm: C
 
 
 def _load(state_dict: Mapping[Any, Any], directory: str, comm: Comm, allow_pickle: bool, threads: int) -> ReadStats:
-    shared: bytes | Exception | None = None
+    shared: bytes | DcpMetadata | Exception | None = None
     if comm.rank == 0:
         try:
             shared = read_manifest_bytes(directory)
+        except CheckpointNotFound as exc:
+            shared = read_dcp_metadata(directory, exc)  # a torch.distributed.checkpoint checkpoint?
         except Exception as exc:  # noqa: BLE001 - every rank raises it
             shared = exc
     shared = comm.broadcast_object(shared)
@@ -60,12 +63,15 @@ def _load(state_dict: Mapping[Any, Any], directory: str, comm: Comm, allow_pickl
     try:
         if isinstance(shared, Exception):
             raise shared
-        assert isinstance(shared, bytes)
-        manifest = decode(shared, os.path.join(directory, MANIFEST_NAME))
-        targets, finish = _match(flatten(state_dict), manifest, directory, allow_pickle)
-        stats = read(directory, manifest, targets, threads)
-        for step in finish:
-            step()
+        if isinstance(shared, DcpMetadata):
+            stats = load_dcp(state_dict, shared, directory, _match, allow_pickle, threads)
+        else:
+            assert isinstance(shared, bytes)
+            manifest = decode(shared, os.path.join(directory, MANIFEST_NAME))
+            targets, finish = _match(flatten(state_dict), manifest, directory, allow_pickle)
+            stats = read(directory, manifest, targets, threads)
+            for step in finish:
+                step()
     except Exception as exc:  # noqa: BLE001 - reported to every rank below
         error = exc
     outcomes = comm.all_gather_object(None if error is None else (type(error).__name__, describe(error)))
