@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import torch
 
@@ -140,33 +141,36 @@ def _touched(start: int, shape: Shape, strides_: Shape, itemsize: int, block_siz
 
 
 def _read_file(directory: str, manifest: Manifest, name: str, copies: list[_Copy]) -> int:
-    """Do the copies from one file in batches of at most SPAN_BYTES; returns bytes read."""
-    entry, bs = manifest.files[name], manifest.block_size
+    """Do the copies from one file in batches of at most SPAN_BYTES, through one reused
+    buffer (pinned if any target is on a GPU); returns the bytes read."""
+    bs = manifest.block_size
     copies.sort(key=lambda c: c.start)
+    batches: list[list[_Copy]] = []
+    for copy in copies:
+        if batches and copy.end - batches[-1][0].start // bs * bs <= SPAN_BYTES:
+            batches[-1].append(copy)
+        else:
+            batches.append([copy])
+    spans = [(b[0].start // bs, max((c.end - 1) // bs for c in b) + 1) for b in batches]
+    pinned = torch.cuda.is_available() and any(c.dest.is_cuda for c in copies)
+    buffer = torch.empty(max(hi - lo for lo, hi in spans) * bs, dtype=torch.uint8, pin_memory=pinned)
     total = 0
-    with open_data(directory, name, entry) as f, torch.no_grad():  # grad mode is per thread
-        batch: list[_Copy] = []
-        for copy in copies:
-            if batch and copy.end - batch[0].start // bs * bs > SPAN_BYTES:
-                total += _read_batch(f, directory, name, manifest, batch)
-                batch = []
-            batch.append(copy)
-        if batch:
-            total += _read_batch(f, directory, name, manifest, batch)
+    with open_data(directory, name, manifest.files[name]) as f, torch.no_grad():  # grad mode is per thread
+        for batch, (first, last) in zip(batches, spans):
+            total += _read_batch(f, directory, name, manifest, batch, buffer[:(last - first) * bs], first)
     return total
 
 
-def _read_batch(f: object, directory: str, name: str, manifest: Manifest, batch: list[_Copy]) -> int:
+def _read_batch(f: BinaryIO, directory: str, name: str, manifest: Manifest, batch: list[_Copy],
+                buffer: torch.Tensor, first: int) -> int:
+    """Read the blocks ``batch`` touches into ``buffer`` (which starts at block ``first``),
+    verify them, and copy each part into its target."""
     entry, bs = manifest.files[name], manifest.block_size
-    first = batch[0].start // bs
-    last = max((c.end - 1) // bs for c in batch) + 1
-    pinned = torch.cuda.is_available() and any(c.dest.is_cuda for c in batch)
-    buffer = torch.empty((last - first) * bs, dtype=torch.uint8, pin_memory=pinned)
     view = buffer.numpy().data
     total = 0
     for lo, hi in _merge(block for c in batch for block in c.blocks):
         a, b = (lo - first) * bs, min(hi * bs, entry.size) - first * bs
-        read_into(f, lo * bs, view[a:b])  # type: ignore[arg-type]
+        read_into(f, lo * bs, view[a:b])
         check_blocks(directory, name, entry, bs, lo, view[a:b])
         total += b - a
     typed: dict[torch.dtype, torch.Tensor] = {}

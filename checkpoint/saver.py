@@ -23,7 +23,7 @@ from ._gc import paused
 from .commit import RankReport, build_manifest, collect_garbage, commit
 from .errors import CheckpointError, LayoutError, SaveError, describe
 from .files import DEFAULT_THREADS, is_ours, remove_quietly
-from .manifest import Value
+from .manifest import Manifest, Value
 from .plan import GlobalPlan, RankPlan, build
 from .staging import Staged, stage
 from .write import write_pieces
@@ -71,13 +71,19 @@ def save_staged(staged: Staged | Exception, path: str | os.PathLike[str], *, com
         error = exc
         report = RankReport(describe(exc))
     reports = comm.gather_object(report)
-    verdict = _decide(directory, save_id, plan, reports, block_size) if comm.rank == 0 else None
+    verdict, manifest = _decide(directory, save_id, plan, reports, block_size) if comm.rank == 0 else (None, None)
     verdict = comm.broadcast_object(verdict)
     if verdict is not None:
         failure, committed = verdict
         if not committed:
             _remove_own(directory, save_id, comm.rank)
         raise failure from error
+    if manifest is not None:  # the coordinator, once the others may go on
+        try:
+            removed = collect_garbage(directory, manifest)
+            log.debug("checkpoint: %s: removed %d unreferenced files", directory, len(removed))
+        except OSError as exc:
+            log.warning("checkpoint: %s committed, but removing unreferenced files failed: %s", directory, exc)
     log.debug("checkpoint: rank %d saved %s", comm.rank, directory)
 
 
@@ -121,27 +127,23 @@ def _plan(comm: Comm, directory: str, staged: Staged | Exception) -> tuple[str, 
 
 
 def _decide(directory: str, save_id: str, plan: GlobalPlan | None, reports: list[RankReport] | None,
-            block_size: int) -> tuple[CheckpointError, bool] | None:
-    """On the coordinator: commit if every rank succeeded. None on success, else (the error
-    every rank raises, whether the manifest may have been replaced)."""
+            block_size: int) -> tuple[tuple[CheckpointError, bool] | None, Manifest | None]:
+    """On the coordinator: commit if every rank succeeded. Returns (None, the manifest) on
+    success, else (the error every rank raises and whether the manifest may have been
+    replaced, None)."""
     assert plan is not None and reports is not None
     failures = {rank: report.error for rank, report in enumerate(reports) if report.error}
     if failures:
-        return SaveError(directory, failures), False
+        return (SaveError(directory, failures), False), None
     try:
         manifest = build_manifest(plan, reports, save_id, block_size)
     except LayoutError as exc:
-        return exc, False
+        return (exc, False), None
     try:
         commit(directory, manifest)
     except Exception as exc:  # noqa: BLE001 - every rank must learn it
-        return SaveError(directory, {0: f"commit: {describe(exc)}"}), True
-    try:
-        removed = collect_garbage(directory, manifest)
-        log.debug("checkpoint: %s: removed %d unreferenced files", directory, len(removed))
-    except OSError as exc:
-        log.warning("checkpoint: %s committed, but removing unreferenced files failed: %s", directory, exc)
-    return None
+        return (SaveError(directory, {0: f"commit: {describe(exc)}"}), True), None
+    return None, manifest
 
 
 def _remove_own(directory: str, save_id: str, rank: int) -> None:
