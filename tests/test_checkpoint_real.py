@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
 import torch
 from _checkpoint_cases import Layout, TensorSpec, assert_same, reshard
 
@@ -96,14 +95,15 @@ def _all_checks(base: str) -> dict:
     return out
 
 
-@pytest.fixture(scope="module")
-def observed(tmp_path_factory):
-    base = str(tmp_path_factory.mktemp("real"))
-    return base, run_procs(_all_checks, WORLD, base, nodes=2, timeout=240)
+def test_real_gloo_ranks(tmp_path):
+    """One spawn for every check (a module fixture would spawn once per xdist worker)."""
+    ranks = run_procs(_all_checks, WORLD, str(tmp_path), nodes=2, timeout=240)
+    _check_resharding(str(tmp_path), ranks)
+    _check_dtensors(ranks)
+    _check_failing_writer(ranks)
 
 
-def test_resharding_between_layouts_and_world_sizes(observed):
-    base, ranks = observed
+def _check_resharding(base: str, ranks: list[dict]) -> None:
     for i, (specs, saved, loaded) in enumerate(CASES):  # each loading rank compared its parts bit for bit
         report = ranks[0]["cases"][i]["verify"]
         assert report.tensors == len(specs) and report.files <= saved.world
@@ -113,8 +113,7 @@ def test_resharding_between_layouts_and_world_sizes(observed):
         assert sorted(os.listdir(f"{base}/case{i}"))[-1] == checkpoint.MANIFEST_NAME
 
 
-def test_dtensors_reshard_across_meshes(observed):
-    _, ranks = observed
+def _check_dtensors(ranks: list[dict]) -> None:
     for rank in range(WORLD):
         seen = ranks[rank]["dtensor"]
         assert_same(seen["w"], W.full())
@@ -124,8 +123,7 @@ def test_dtensors_reshard_across_meshes(observed):
         assert name == "SaveError" and "Partial placement" in message and "'p'" in message
 
 
-def test_a_failing_writer_thread_fails_the_save_on_every_rank(observed):
-    _, ranks = observed
+def _check_failing_writer(ranks: list[dict]) -> None:
     for rank in range(WORLD):
         seen = ranks[rank]["failing"]
         failed, message, is_exception = seen["error"]
