@@ -34,11 +34,10 @@ def is_value(value: Any) -> bool:
     return isinstance(value, tuple) and all(is_value(v) for v in value)
 
 
-def kind_of(value: Any) -> str:
-    """The kind of a leaf (one of KINDS)."""
+def kind_of(value: Any, dtensor_type: type | None = None) -> str:
+    """The kind of a leaf (one of KINDS); ``dtensor_type`` is DTensor if it was imported."""
     if isinstance(value, torch.Tensor):
-        mod = dtensor_module()
-        return "dtensor" if mod is not None and isinstance(value, mod.DTensor) else "tensor"
+        return "dtensor" if dtensor_type is not None and isinstance(value, dtensor_type) else "tensor"
     if isinstance(value, Sharded):
         return "sharded"
     if isinstance(value, np.ndarray):
@@ -53,7 +52,8 @@ def flatten(state_dict: Mapping[Any, Any]) -> list[Leaf]:
         raise StateDictError(f"a state dict must be a dict, got {type(state_dict).__name__}")
     leaves: list[Leaf] = []
     seen: set[str] = set()
-    for leaf in _walk(state_dict, ""):
+    mod = dtensor_module()
+    for leaf in _walk(state_dict, "", None if mod is None else mod.DTensor):
         if leaf.key in seen:
             raise StateDictError(f"two entries of the state dict flatten to the key {leaf.key!r} "
                                  "(a key containing '.' next to a nested one); rename one")
@@ -62,7 +62,7 @@ def flatten(state_dict: Mapping[Any, Any]) -> list[Leaf]:
     return leaves
 
 
-def _walk(container: Any, prefix: str) -> Iterator[Leaf]:
+def _walk(container: Any, prefix: str, dtensor_type: type | None) -> Iterator[Leaf]:
     items = container.items() if isinstance(container, Mapping) else enumerate(container)
     for slot, value in items:
         if isinstance(slot, bool) or not isinstance(slot, (str, int)):
@@ -70,6 +70,6 @@ def _walk(container: Any, prefix: str) -> Iterator[Leaf]:
                                  f"{type(slot).__name__}; keys must be str or int")
         key = f"{prefix}{slot}"
         if isinstance(value, (Mapping, list)):
-            yield from _walk(value, key + ".")
+            yield from _walk(value, key + ".", dtensor_type)
         else:
-            yield Leaf(key, kind_of(value), value, container, slot)
+            yield Leaf(key, kind_of(value, dtensor_type), value, container, slot)

@@ -81,7 +81,8 @@ def _copies(chunk: ChunkEntry, target: Target, dtype: torch.dtype, block_size: i
         first = sum((o - c) * s for o, c, s in zip(offsets, chunk.offsets, chunk_strides))
         start = chunk.offset + first * itemsize
         end = start + _extent(shape, chunk_strides, itemsize)
-        dest = target.dest[tuple(slice(o - t, o - t + s) for o, t, s in zip(offsets, target.box[0], shape))]
+        dest = target.dest if (offsets, shape) == target.box else \
+            target.dest[tuple(slice(o - t, o - t + s) for o, t, s in zip(offsets, target.box[0], shape))]
         blocks = _touched(start, shape, chunk_strides, itemsize, block_size)
         yield _Copy(start, end, blocks, shape, chunk_strides, dtype, dest)
 
