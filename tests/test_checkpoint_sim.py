@@ -1,7 +1,8 @@
 """checkpoint on simulated clusters (simfs): saved with one layout and world size (1-8) and
-loaded with another, bit-exact, on local disks and NFS; dedup (every byte of every tensor in
-exactly one chunk of one file); replicas that differ and errors on one rank (a writer thread
-included) fail the save on every rank, and a failed save over a checkpoint leaves it intact."""
+loaded with another, bit-exact, on local disks, NFS, Lustre and an object store; dedup (every
+byte of every tensor in exactly one chunk of one file); replicas that differ and errors on one
+rank (a writer thread included) fail the save on every rank, and a failed save over a
+checkpoint leaves it intact."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def _check_dedup(specs: list[TensorSpec], manifest) -> None:
 def reshard_cases(draw):
     specs = draw(tensor_specs())
     w1, w2 = draw(st.integers(1, 8)), draw(st.integers(1, 8))
-    return specs, draw(layouts(specs, w1)), draw(layouts(specs, w2)), draw(st.sampled_from(["local", "nfs"]))
+    profile = draw(st.sampled_from(["local", "nfs", "lustre", "objectstore"]))
+    return specs, draw(layouts(specs, w1)), draw(layouts(specs, w2)), profile
 
 
 @given(reshard_cases())
