@@ -4,6 +4,7 @@
 ``coord.get_comm()``; ``verify(path)`` checks every byte. Production code: plain os/open and
 torch.distributed, no simulator."""
 
+from .async_saver import SaveFuture, async_save
 from .dcp_compat import DcpCheckpointWarning
 from .errors import (
     CheckpointError,
@@ -19,6 +20,7 @@ from .errors import (
 from .files import MANIFEST_NAME, is_committed, read_manifest
 from .layout import Broadcast, Placement, Sharded, Split
 from .loader import load
+from .manager import CheckpointManager
 from .manifest import Manifest
 from .read import ReadStats
 from .saver import save, save_staged
@@ -32,3 +34,4 @@ __all__ = [
     "Staged", "StateDictError", "VerifyReport", "is_committed", "load", "read_manifest", "save", "save_staged",
     "stage", "verify",
 ]
+__all__ += ["CheckpointManager", "SaveFuture", "async_save"]
