@@ -78,7 +78,7 @@ class _Gate:
 # -- one process -----------------------------------------------------------------------------
 
 @given(state_dicts)
-@settings(max_examples=40)
+@settings(max_examples=25)
 def test_changing_the_tensors_after_return_does_not_change_what_is_saved(sd):
     expected = _snapshot(sd)
     with tempfile.TemporaryDirectory() as tmp, _Gate() as gate:
