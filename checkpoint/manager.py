@@ -2,18 +2,18 @@
 loaded, old ones deleted.
 
 Layout: ``root/step-00000100/`` per step (see ``steps``), each a ``checkpoint.save`` directory.
-Every method but ``path`` is a collective over the manager's communicator; what the filesystem says (which
-steps exist, which is the latest, what to delete) is decided on rank 0 alone and shared, so
-ranks never diverge however their caches differ. One job writes a root at a time.
+Every method but ``path`` is a collective over the manager's communicator; what the filesystem
+says (which steps exist, which is the latest, what to delete) is decided on rank 0 alone and
+shared, so ranks never diverge however their caches differ. One job writes a root at a time.
 
 Retention, after each save (on rank 0): the step just saved and the ``keep - 1`` newest other
 committed steps are kept; the other committed steps, steps marked for deletion and incomplete
-directories older than the newest kept step (crashed saves or deletions) are deleted. A
-step is never deleted while it is being written (retention runs after the save's commit, and
-the next save waits for it) or while a ``CheckpointManager.load`` of any job holds its lease
-(see ``leases``; a lease older than ``lease_timeout`` is stale, so a load that outlives it
-loses its protection). A plain ``checkpoint.load`` of
-a step directory takes no lease and is not protected."""
+directories older than the newest kept step (crashed saves or deletions) are deleted. A step is
+never deleted while it is being written (retention runs after the save's commit, and the next
+save waits for it) or while a ``CheckpointManager.load`` of any job holds its lease (see
+``leases``; a lease older than ``lease_timeout`` is stale, so a load that outlives it loses its
+protection). A plain ``checkpoint.load`` of a step directory takes no lease and is not
+protected."""
 
 from __future__ import annotations
 
