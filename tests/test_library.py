@@ -56,7 +56,7 @@ def _judge(sc: Scenario, result: simfs.Result) -> None:
 def test_importing_the_library_registers_every_family_module() -> None:
     modules = {m.name for m in pkgutil.iter_modules(scenarios.library.__path__) if not m.name.startswith("_")}
     assert {sc.job.__module__.rsplit(".", 1)[1] for sc in LIBRARY} == modules
-    assert {"makedirs", "wait", "decide", "latest", "rotation", "locks", "sync", "dcp"} <= set(FAMILIES)
+    assert {"makedirs", "wait", "decide", "latest", "rotation", "locks", "sync", "dcp", "checkpoint"} <= set(FAMILIES)
 
 
 @pytest.mark.parametrize("sc", LIBRARY, ids=lambda sc: sc.name)
@@ -153,6 +153,9 @@ CRASHES: dict[tuple[str, str], tuple[int, tuple[int, str, str, int], type[BaseEx
        for p in ("local", "nfs", "lustre", "objectstore")},
     **{("sync-trusting-manifest", p): (seed, (1, "write", MANIFEST, 2), WRONG_COPY)
        for p, seed in (("local", 2), ("nfs", 2), ("lustre", 1), ("objectstore", 2))},
+    # rank 0 dies as it opens step-3 to fsync it: the data is written, the manifest is not
+    **{("checkpoint-resume-newest-dir", p): (seed, (0, "open", "/shared/ckpt/run/step-3", 1), BrokenCheckpoint)
+       for p, seed in (("local", 2), ("nfs", 0), ("lustre", 0), ("objectstore", 0))},
 }
 
 
