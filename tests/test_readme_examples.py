@@ -1,4 +1,4 @@
-"""README's scenario examples run as written, and say what README says they do."""
+"""README's scenario and checkpoint examples run as written, and say what README says they do."""
 
 from __future__ import annotations
 
@@ -26,3 +26,12 @@ def test_the_search_examples_run_as_written() -> None:
                                     ranks_per_node=2, profile="local" if crashes_mode == "exhaustive" else "nfs",
                                     max_examples=100, seed=0)
         assert not finding.failed, str(finding)
+
+
+def test_the_checkpoint_example_runs_as_written() -> None:
+    (block,) = _blocks("checkpoint.CheckpointManager")
+    namespace: dict[str, object] = {"__name__": "readme_example"}
+    exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["step"] == 100
+    assert namespace["report"].files  # type: ignore[attr-defined]
+    assert namespace["future"].done()  # type: ignore[attr-defined]
