@@ -204,6 +204,7 @@ def main() -> None:
     if dist.get_rank() == 0:
         with open(result, "w") as f:
             json.dump(gathered, f)
+    dist.barrier()  # leave together: a rank tearing down gloo while its peer still sends can abort
     dist.destroy_process_group()
 
 
