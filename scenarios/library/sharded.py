@@ -122,8 +122,9 @@ def overwrite_recover() -> int:
 def checkpoint_overwrite() -> None:
     """checkpoint.save into one directory, then the next step into the same one (DCP's torn overwrite).
 
-    This is the overwrite that tears torch.distributed.checkpoint's checkpoint. The new save writes files under new names and commits a new manifest atomically; only then
-    are the old files removed, so a crash at any point leaves the old or the new checkpoint."""
+    This is the overwrite that tears torch.distributed.checkpoint's checkpoint. The new save
+    writes files under new names and commits a new manifest atomically; only then are the old
+    files removed, so a crash at any point leaves the old or the new checkpoint."""
     for step in STEPS:
         checkpoint.save(_state(step, split_dim=0), MODEL)
         if dist.get_rank() == 0:
