@@ -16,6 +16,7 @@ from .errors import LayoutError
 from .files import MANIFEST_NAME, is_ours, remove_quietly
 from .manifest import ChunkEntry, FileEntry, Manifest, TensorEntry, Value, encode
 from .plan import GlobalPlan, describe_chunk
+from .write import StoredPiece
 
 log = logging.getLogger("checkpoint")
 
@@ -26,12 +27,12 @@ class RankReport(msgspec.Struct, frozen=True):
 
     error: str | None
     files: dict[str, FileEntry] = {}
-    locations: list[tuple[str, int]] = []
+    stored: list[StoredPiece] = []
     hashes: dict[int, int] = {}
     values: dict[int, Value] = {}
 
 
-def build_manifest(plan: GlobalPlan, reports: list[RankReport], save_id: str, block_size: int) -> Manifest:
+def build_manifest(plan: GlobalPlan, reports: list[RankReport], save_id: str) -> Manifest:
     """The manifest of a save every rank reported success for; LayoutError if replicas of a
     chunk or a JSON value differ between ranks (naming the item and the ranks)."""
     _check_replicas(plan, reports)
@@ -41,15 +42,16 @@ def build_manifest(plan: GlobalPlan, reports: list[RankReport], save_id: str, bl
     values: dict[str, Value] = {}
     for rank, (local, report) in enumerate(zip(plan.locals, reports)):
         files.update(report.files)
-        for piece, (name, offset) in zip(plan.ranks[rank].pieces, report.locations):
-            chunks[local[piece.chunk].key].append(ChunkEntry(piece.offsets, piece.shape, name, offset))
+        for piece, at in zip(plan.ranks[rank].pieces, report.stored):
+            chunks[local[piece.chunk].key].append(ChunkEntry(piece.offsets, piece.shape, at.file, at.offset, at.tile,
+                                                             at.checksums))
         for index, chunk in enumerate(local):
             if chunk.kind == "value":
                 values.setdefault(chunk.key, report.values[index])
             elif chunk.key not in tensors:
                 tensors[chunk.key] = TensorEntry(chunk.dtype, chunk.global_shape, chunks[chunk.key],
                                                  "object" if chunk.kind == "object" else "tensor")
-    return Manifest(save_id, len(reports), block_size, files, tensors, values)
+    return Manifest(save_id, len(reports), files, tensors, values)
 
 
 def _check_replicas(plan: GlobalPlan, reports: list[RankReport]) -> None:

@@ -88,11 +88,12 @@ def convert(metadata: Any, where: str) -> tuple[Manifest, dict[tuple[str, int], 
         for chunk in entry.chunks:
             offsets = tuple(int(o) for o in chunk.offsets)
             item = _stored(stored, key, offsets, where)
-            chunks.append(ChunkEntry(offsets, tuple(int(s) for s in chunk.sizes), item.file, item.offset))
+            sizes = tuple(int(s) for s in chunk.sizes)
+            chunks.append(ChunkEntry(offsets, sizes, item.file, item.offset, sizes, []))  # DCP has no checksums
         dtype = entry.properties.dtype
         tensors[key] = TensorEntry(dtypes.of_torch(dtype) or str(dtype), tuple(int(s) for s in entry.size), chunks)
     items = {(item.file, item.offset): item for item in stored.values()}
-    return Manifest("dcp", 0, 1 << 20, {}, tensors, {}), items, objects
+    return Manifest("dcp", 0, {}, tensors, {}), items, objects
 
 
 def _stored(stored: dict[tuple[str, tuple[int, ...] | None], Item], key: str, offsets: tuple[int, ...] | None,

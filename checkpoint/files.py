@@ -8,8 +8,6 @@ import os
 import re
 from typing import BinaryIO
 
-import xxhash
-
 from coord import revalidate
 
 from .errors import CheckpointNotFound, CorruptCheckpoint
@@ -91,17 +89,6 @@ def read_into(f: BinaryIO, offset: int, view: memoryview) -> None:
         if not n:
             raise CorruptCheckpoint(f"{getattr(f, 'name', f)}: ended at byte {offset + done} while reading")
         done += n
-
-
-def check_blocks(directory: str, name: str, entry: FileEntry, block_size: int, first: int,
-                 view: memoryview) -> None:
-    """Compare the blocks ``view`` holds (block ``first`` onwards) with their checksums."""
-    for i in range(0, len(view), block_size):
-        block = first + i // block_size
-        data = view[i:i + block_size]
-        if xxhash.xxh3_64_intdigest(data) != entry.checksums[block]:
-            raise CorruptCheckpoint(f"{directory}: data file {name} is corrupt: block {block} (bytes "
-                                    f"{block * block_size}-{block * block_size + len(data)}) fails its checksum")
 
 
 def remove_quietly(directory: str, names: list[str]) -> None:

@@ -1,25 +1,25 @@
 """The manifest: the one file that makes a checkpoint exist. Versioned, pickle-free JSON
-(msgspec): every data file with its size and per-block xxh3-64 checksums, every tensor with its
-dtype, shape and the chunks that hold it, every JSON value. It is sealed by its own checksum (so
-any changed byte is caught) and decoding validates it strictly, so a malicious manifest is
-refused before any data file is opened."""
+(msgspec): every data file with its size, every tensor with its dtype, shape and the chunks that
+hold it (each stored as tiles with an xxh3-64 checksum apiece, see tiles.py), every JSON value.
+It is sealed by its own checksum (so any changed byte is caught) and decoding validates it
+strictly, so a malicious manifest is refused before any data file is opened: among the rest,
+the chunks stored in each file must fill it exactly, back to back, so every byte of every data
+file belongs to exactly one checksummed tile."""
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Literal
 
 import msgspec
 import xxhash
 
-from . import dtypes
+from . import dtypes, tiles
 from .boxes import cover_problem, describe, volume
 from .errors import ManifestError
 
 FORMAT = "checkpoint"
-VERSION = 1
-ALIGN = 64  # every chunk starts at a multiple of this in its file
+VERSION = 2  # 1: per-block checksums of whole files (not read: load it with the library that wrote it)
 MAX_ELEMENTS = 1 << 50
 MAX_DIMS = 32
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
@@ -63,16 +63,18 @@ def decode_value(value: Value) -> Any:
 
 class FileEntry(msgspec.Struct, frozen=True, gc=False):
     size: int
-    checksums: list[int]
 
 
 class ChunkEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """The box ``offsets``/``shape`` of a tensor, stored row-major at ``offset`` of ``file``."""
+    """The box ``offsets``/``shape`` of a tensor, stored from byte ``offset`` of ``file`` as tiles
+    of shape ``tile`` (see tiles.py), ``checksums`` holding each tile's xxh3-64 in storage order."""
 
     offsets: tuple[int, ...]
     shape: tuple[int, ...]
     file: str
     offset: int
+    tile: tuple[int, ...]
+    checksums: list[int]
 
 
 class TensorEntry(msgspec.Struct, frozen=True, gc=False):
@@ -87,7 +89,6 @@ class TensorEntry(msgspec.Struct, frozen=True, gc=False):
 class Manifest(msgspec.Struct, frozen=True):
     save_id: str
     world_size: int
-    block_size: int
     files: dict[str, FileEntry]
     tensors: dict[str, TensorEntry]
     values: dict[str, Value]
@@ -115,7 +116,8 @@ def decode(data: bytes, where: str) -> Manifest:
             raise ManifestError(f"{where}: not a checkpoint manifest (format {envelope.format!r})")
         if envelope.version != VERSION:
             raise ManifestError(f"{where}: manifest version {envelope.version} is not this library's ({VERSION})"
-                                + ("; upgrade to load it" if envelope.version > VERSION else ""))
+                                + ("; upgrade to load it" if envelope.version > VERSION else
+                                   "; it is an older format: load it with the version that wrote it"))
         if xxhash.xxh3_64_hexdigest(bytes(envelope.manifest)) != envelope.checksum:
             raise ManifestError(f"{where}: the manifest fails its checksum (corrupt or modified)")
         manifest = msgspec.json.decode(envelope.manifest, type=Manifest)
@@ -131,23 +133,22 @@ def is_safe_name(name: str) -> bool:
 
 
 def validate(m: Manifest, where: str) -> None:
-    """Raise ManifestError unless every name, size, offset, dtype and shape is sound."""
-    bs = m.block_size
-    if not (4096 <= bs <= 1 << 30 and bs % ALIGN == 0):
-        raise ManifestError(f"{where}: block size {bs} is not a multiple of {ALIGN} in [4 KiB, 1 GiB]")
+    """Raise ManifestError unless every name, size, offset, dtype, shape and tile is sound and
+    the chunks in each file fill it exactly."""
     for name, entry in m.files.items():
         if not is_safe_name(name):
             raise ManifestError(f"{where}: file name {name!r} is not a plain name inside the checkpoint directory")
-        if not 0 <= entry.size < 1 << 53 or len(entry.checksums) != math.ceil(entry.size / bs):
-            raise ManifestError(f"{where}: file {name}: size {entry.size} does not match its "
-                                f"{len(entry.checksums)} block checksums")
-        if not all(0 <= c < 1 << 64 for c in entry.checksums):
-            raise ManifestError(f"{where}: file {name}: a checksum is not a 64-bit value")
+        if not 0 <= entry.size < 1 << 53:
+            raise ManifestError(f"{where}: file {name}: size {entry.size} is out of range")
+    stored: dict[str, list[tuple[int, int, str]]] = {name: [] for name in m.files}
     for key, tensor in m.tensors.items():
-        _validate_tensor(m, key, tensor, where)
+        _validate_tensor(m, key, tensor, where, stored)
+    for name, spans in stored.items():
+        _validate_filled(name, m.files[name].size, spans, where)
 
 
-def _validate_tensor(m: Manifest, key: str, t: TensorEntry, where: str) -> None:
+def _validate_tensor(m: Manifest, key: str, t: TensorEntry, where: str,
+                     stored: dict[str, list[tuple[int, int, str]]]) -> None:
     what = f"{where}: tensor {key!r}"
     if t.dtype not in dtypes.ITEMSIZE:
         raise ManifestError(f"{what}: unknown dtype {t.dtype!r}")
@@ -164,10 +165,32 @@ def _validate_tensor(m: Manifest, key: str, t: TensorEntry, where: str) -> None:
             raise ManifestError(f"{what}: chunk {describe(box)} is in {chunk.file!r}, which the manifest does not list")
         if len(chunk.offsets) != len(t.shape) or len(chunk.shape) != len(t.shape):
             raise ManifestError(f"{what}: chunk {describe(box)} does not have {len(t.shape)} dimensions")
+        if len(chunk.tile) != len(t.shape) or not all(1 <= s <= max(n, 1) for s, n in zip(chunk.tile, chunk.shape)):
+            raise ManifestError(f"{what}: chunk {describe(box)} has tiles of shape {list(chunk.tile)}, which do not "
+                                "fit inside it")
+        if len(chunk.checksums) != tiles.count(chunk.shape, chunk.tile) or \
+                not all(0 <= c < 1 << 64 for c in chunk.checksums):
+            raise ManifestError(f"{what}: chunk {describe(box)} lists {len(chunk.checksums)} checksums for its "
+                                f"{tiles.count(chunk.shape, chunk.tile)} tiles (or one is not a 64-bit value)")
         end = chunk.offset + volume(chunk.shape) * itemsize
-        if chunk.offset < 0 or chunk.offset % ALIGN or end > entry.size:
+        if chunk.offset < 0 or chunk.offset % itemsize or end > entry.size:
             raise ManifestError(f"{what}: chunk {describe(box)} at bytes {chunk.offset}-{end} of {chunk.file} "
-                                f"lies past the file's {entry.size} bytes or is not {ALIGN}-byte aligned")
+                                f"lies outside the file's {entry.size} bytes or is not aligned to its elements")
+        if end > chunk.offset:
+            stored[chunk.file].append((chunk.offset, end, f"{key!r} {describe(box)}"))
     problem = cover_problem(t.shape, [(c.offsets, c.shape) for c in t.chunks])
     if problem:
         raise ManifestError(f"{what} of shape {list(t.shape)}: {problem}")
+
+
+def _validate_filled(name: str, size: int, spans: list[tuple[int, int, str]], where: str) -> None:
+    """The chunks stored in a file must fill it back to back: no overlap, no byte unaccounted for."""
+    spans.sort()
+    position = 0
+    for start, end, what in spans:
+        if start != position:
+            problem = "overlaps the chunk before it" if start < position else f"leaves bytes {position}-{start} unused"
+            raise ManifestError(f"{where}: file {name}: chunk {what} at bytes {start}-{end} {problem}")
+        position = end
+    if position != size:
+        raise ManifestError(f"{where}: file {name}: its chunks end at byte {position} of its {size} bytes")

@@ -26,11 +26,11 @@ from .files import DEFAULT_THREADS, is_ours, remove_quietly
 from .manifest import Manifest, Value
 from .plan import GlobalPlan, RankPlan, build
 from .staging import Staged, stage
+from .tiles import MIN_TILE_BYTES, TILE_BYTES
 from .write import write_pieces
 
 log = logging.getLogger("checkpoint")
 
-BLOCK_SIZE = 1 << 20
 _CACHE_SIZE = 8
 # own local plan fingerprint -> (fingerprint of every rank's, this rank's plan, the global plan on rank 0)
 _plan_cache: OrderedDict[bytes, tuple[bytes, RankPlan, GlobalPlan | None]] = OrderedDict()
@@ -51,11 +51,14 @@ def save(state_dict: Mapping[Any, Any], path: str | os.PathLike[str], *, comm: C
 
 
 def save_staged(staged: Staged | Exception, path: str | os.PathLike[str], *, comm: Comm | Any = None,
-                threads: int = DEFAULT_THREADS, block_size: int = BLOCK_SIZE) -> None:
+                threads: int = DEFAULT_THREADS, tile_bytes: int = TILE_BYTES) -> None:
     """The save after staging (see ``stage``): ``staged`` is this rank's staged data, or the
-    exception staging raised (so that every rank fails together)."""
+    exception staging raised (so that every rank fails together). Chunks are stored as tiles of
+    at most ``tile_bytes`` (at least 64), each with its checksum."""
     if threads < 1:
         raise ValueError(f"save: threads must be >= 1, got {threads}")
+    if tile_bytes < MIN_TILE_BYTES:
+        raise ValueError(f"save: tile_bytes must be >= {MIN_TILE_BYTES}, got {tile_bytes}")
     comm = get_comm(comm)
     directory = os.path.abspath(os.fspath(path))
     save_id, mine, plan = _plan(comm, directory, staged)
@@ -64,14 +67,14 @@ def save_staged(staged: Staged | Exception, path: str | os.PathLike[str], *, com
     error: Exception | None = None
     try:
         written = write_pieces(directory, save_id, comm.rank, mine.pieces, cast(list[np.ndarray], staged.data),
-                               mine.replicated, block_size, threads)
+                               mine.replicated, tile_bytes, threads)
         values = {i: d for i, d in enumerate(staged.data) if isinstance(d, Value)}
-        report = RankReport(None, written.files, written.locations, written.hashes, values)
+        report = RankReport(None, written.files, written.stored, written.hashes, values)
     except Exception as exc:  # noqa: BLE001 - reported to the coordinator, raised on every rank
         error = exc
         report = RankReport(describe(exc))
     reports = comm.gather_object(report)
-    verdict, manifest = _decide(directory, save_id, plan, reports, block_size) if comm.rank == 0 else (None, None)
+    verdict, manifest = _decide(directory, save_id, plan, reports) if comm.rank == 0 else (None, None)
     verdict = comm.broadcast_object(verdict)
     if verdict is not None:
         failure, committed = verdict
@@ -126,8 +129,8 @@ def _plan(comm: Comm, directory: str, staged: Staged | Exception) -> tuple[str, 
     return save_id, mine, plan
 
 
-def _decide(directory: str, save_id: str, plan: GlobalPlan | None, reports: list[RankReport] | None,
-            block_size: int) -> tuple[tuple[CheckpointError, bool] | None, Manifest | None]:
+def _decide(directory: str, save_id: str, plan: GlobalPlan | None,
+            reports: list[RankReport] | None) -> tuple[tuple[CheckpointError, bool] | None, Manifest | None]:
     """On the coordinator: commit if every rank succeeded. Returns (None, the manifest) on
     success, else (the error every rank raises and whether the manifest may have been
     replaced, None)."""
@@ -136,7 +139,7 @@ def _decide(directory: str, save_id: str, plan: GlobalPlan | None, reports: list
     if failures:
         return (SaveError(directory, failures), False), None
     try:
-        manifest = build_manifest(plan, reports, save_id, block_size)
+        manifest = build_manifest(plan, reports, save_id)
     except LayoutError as exc:
         return (exc, False), None
     try:

@@ -1,6 +1,7 @@
 """Damaged and malicious checkpoints: any flipped byte (of a data file or the manifest), a
 truncated or deleted file, is reported by verify and load naming the file; a crafted manifest
-(paths with '..' or absolute, offsets past the file, huge shapes, unknown dtypes) is refused
+(paths with '..' or absolute, offsets past the file, huge shapes, unknown dtypes, tiles that do
+not fit their chunk, chunks that overlap or leave bytes of their file unaccounted for) is refused
 with a clear error before anything outside the checkpoint directory is opened."""
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ STATE = {"w": make_tensor(torch.float32, (40, 100), 1), "b": make_tensor(torch.b
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
-    """A checkpoint of three data files (one per writer thread) with 4 KiB checksum blocks."""
+    """A checkpoint of three data files (one per writer thread) with 4 KiB tiles ('w' has 8)."""
     path = str(tmp_path_factory.mktemp("pristine") / "ck")
     with mock.patch.object(write, "FILE_BYTES", 1):
-        checkpoint.save_staged(checkpoint.stage(STATE), path, threads=3, block_size=4096)
+        checkpoint.save_staged(checkpoint.stage(STATE), path, threads=3, tile_bytes=4096)
     assert len(checkpoint.read_manifest(path).files) == 3
     return path
 
@@ -50,7 +51,7 @@ def _load(path: str) -> None:
 
 def test_pristine_checkpoint_verifies_and_loads(pristine):
     report = checkpoint.verify(pristine)
-    assert report.files == 3 and report.tensors == 3 and report.values == 2 and report.blocks >= 5
+    assert report.files == 3 and report.tensors == 3 and report.values == 2 and report.tiles == 10
     target = blank(STATE)
     checkpoint.load(target, pristine)
     assert_same(STATE, target)
@@ -139,16 +140,36 @@ def _edit_chunk(key: str, **changes):
     return edit
 
 
+def _share_file(moved: str, into: str):
+    """Store ``moved``'s chunk at byte 0 of ``into``'s file (and drop its own file)."""
+    def edit(m):
+        old, new = m.tensors[moved].chunks[0].file, m.tensors[into].chunks[0].file
+        m = _edit_chunk(moved, file=new, offset=0)(m)
+        return replace(m, files={k: v for k, v in m.files.items() if k != old})
+    return edit
+
+
+def _grow_file(key: str, extra: int):
+    def edit(m):
+        name = m.tensors[key].chunks[0].file
+        return replace(m, files={**m.files, name: replace(m.files[name], size=m.files[name].size + extra)})
+    return edit
+
+
 MALICIOUS = {
     "dotdot": (_rename_file("../outside.bin"), r"file name '\.\./outside\.bin' is not a plain name"),
     "absolute": (_rename_file("/etc/passwd"), r"file name '/etc/passwd' is not a plain name"),
     "subdir": (_rename_file("sub/x.bin"), r"file name 'sub/x\.bin' is not a plain name"),
-    "offset": (_edit_chunk("h", offset=1 << 30), r"tensor 'h': chunk \[0:3, 0:5\] at bytes 1073741824-.* lies past"),
+    "offset": (_edit_chunk("h", offset=1 << 30), r"tensor 'h': chunk \[0:3, 0:5\] at bytes 1073741824-.* lies outside"),
+    "misaligned": (_edit_chunk("h", offset=4), r"tensor 'h': chunk \[0:3, 0:5\] at bytes 4-124 .* not aligned"),
     "huge": (_edit_tensor("w", shape=(1 << 40, 1 << 40)), r"tensor 'w': shape \[1099511627776, 10995.* over 2\*\*50"),
     "dtype": (_edit_tensor("b", dtype="float128"), r"tensor 'b': unknown dtype 'float128'"),
     "uncovered": (_edit_tensor("w", shape=(41, 100)), r"tensor 'w' of shape \[41, 100\]: the chunks hold 4000 of"),
     "unlisted": (_edit_chunk("w", file="other.bin"), r"in 'other\.bin', which the manifest does not list"),
-    "blocks": (lambda m: replace(m, block_size=100), r"block size 100"),
+    "tile": (_edit_chunk("w", tile=(64, 32)), r"chunk \[0:40, 0:100\] has tiles of shape \[64, 32\], which"),
+    "checksums": (_edit_chunk("w", checksums=[1]), r"chunk \[0:40, 0:100\] lists 1 checksums for its 8 tiles"),
+    "overlap": (_share_file("b", "h"), r"file .*: chunk 'h' \[0:3, 0:5\] at bytes 0-120 overlaps the chunk before it"),
+    "gap": (_grow_file("h", 8), r"file .*: its chunks end at byte 120 of its 128 bytes"),
 }
 
 
@@ -179,7 +200,8 @@ def test_manifest_from_a_newer_version_or_another_format(pristine, tmp_path):
     path = _copy(pristine, str(tmp_path))
     target = os.path.join(path, checkpoint.MANIFEST_NAME)
     envelope = msgspec.json.decode(open(target, "rb").read())
-    for change, message in [({"version": 2}, "manifest version 2 is not this library's .*upgrade"),
+    for change, message in [({"version": 3}, "manifest version 3 is not this library's .*upgrade"),
+                            ({"version": 1}, "manifest version 1 is not this library's .*older format"),
                             ({"format": "other"}, "not a checkpoint manifest"),
                             ({"checksum": "0" * 16}, "fails its checksum")]:
         with open(target, "wb") as f:

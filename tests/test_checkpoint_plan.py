@@ -1,13 +1,11 @@
 """checkpoint's pure parts: box geometry (exact-cover check against brute force), Split
 placements (torch.chunk sizes), the global plan (each distinct chunk written once, replicas
-balanced by bytes and large ones split, clear errors for overlaps, gaps and disagreements) and
-the blocks a strided read touches."""
+balanced by bytes and large ones split, clear errors for overlaps, gaps and disagreements)."""
 
 from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -17,7 +15,6 @@ from checkpoint import Broadcast, LayoutError, Sharded, Split
 from checkpoint.boxes import cover_problem, volume
 from checkpoint.layout import local_box
 from checkpoint.plan import SPLIT_BYTES, LocalChunk, build
-from checkpoint.read import _touched
 
 
 def _cells(box):
@@ -112,25 +109,3 @@ def test_large_replicated_tensor_is_split_across_replicas():
 def test_layout_errors_name_the_tensor(plans, message):
     with pytest.raises(LayoutError, match=message):
         build(plans)
-
-
-def _brute_blocks(start, shape, strides, itemsize, block):
-    touched = set()
-    for index in itertools.product(*(range(n) for n in shape)):
-        byte = start + sum(i * s for i, s in zip(index, strides)) * itemsize
-        touched.update(range(byte // block, (byte + itemsize - 1) // block + 1))
-    return touched
-
-
-@given(st.lists(st.integers(1, 6), min_size=1, max_size=3), st.data())
-def test_touched_blocks_are_exactly_the_blocks_read(chunk_shape, data):
-    itemsize = data.draw(st.sampled_from([1, 2, 4, 8]))
-    block = data.draw(st.sampled_from([4, 8, 16, 64]))
-    region = [data.draw(st.tuples(st.integers(0, n - 1), st.integers(1, n))) for n in chunk_shape]
-    shape = tuple(min(s, n - o) for (o, s), n in zip(region, chunk_shape))
-    strides = tuple(int(x) for x in np.cumprod((list(chunk_shape[1:]) + [1])[::-1])[::-1])
-    start = data.draw(st.integers(0, 100)) * itemsize
-    spans = _touched(start, shape, strides, itemsize, block)
-    got = set().union(*(range(lo, hi) for lo, hi in spans))
-    assert got == _brute_blocks(start, shape, strides, itemsize, block)
-    assert all(a[1] < b[0] for a, b in itertools.pairwise(spans))  # merged and ordered

@@ -62,18 +62,18 @@ def _failing_writer_checks(base: str, rank: int) -> dict:
     path = f"{base}/overwrite"
     part = checkpoint.Sharded(torch.full((4,), float(rank)), (4 * WORLD,), (4 * rank,))
     checkpoint.save({"w": part}, path)
-    emit = write._BlockWriter._emit
+    emit = write._TileWriter._write
     if rank == 1:
-        def broken(self, data, blocks):
+        def broken(self, data):
             raise OSError("disk on fire")
-        write._BlockWriter._emit = broken
+        write._TileWriter._write = broken
     out: dict = {}
     try:
         checkpoint.save({"w": checkpoint.Sharded(torch.full((4,), 9.0), (4 * WORLD,), (4 * rank,))}, path)
     except checkpoint.SaveError as exc:
         out["error"] = (sorted(exc.failures), str(exc), isinstance(exc, Exception))
     finally:
-        write._BlockWriter._emit = emit
+        write._TileWriter._write = emit
     target = {"w": checkpoint.Sharded(torch.zeros(4), (4 * WORLD,), (4 * rank,))}
     checkpoint.load(target, path)
     out["loaded"] = target["w"].local.tolist()
