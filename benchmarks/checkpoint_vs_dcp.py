@@ -130,11 +130,11 @@ def main() -> None:
     if "a" in cases:
         reshard = ranks[0]["a"]["reshard"]
         markdown += ("\n\nResharded loads of (a) (bit-exact: " + str(reshard["bit_exact"]) + "); read = whole "
-                     "1 MiB checksum blocks for checkpoint, whole chunks for DCP's format:\n\n"
+                     "checksummed tiles for checkpoint, whole chunks for DCP's format:\n\n"
                      + table(["load", "read", "needed", "read / needed"], reshard_rows(reshard))
-                     + "\n\nRows -> columns misses the 1.1x target: each rank needs one 4 KiB half of every 8 KiB "
-                     "row, and every 1 MiB checksum block holds 128 whole rows, so verified reads take every block "
-                     "(2x). Reads along the saved split (2 -> 1) read exactly what they need.")
+                     + "\n\nEach rank's 1024 x 2048 float32 chunk is stored as 512 x 512 tiles (1 MiB, each with "
+                     "its own checksum), so a load by columns reads and verifies only the tiles of its half of "
+                     "the columns; DCP's format must read whole chunks.")
     markdown += "\n\nGPU rows (async_save blocking time vs a pinned device-to-host copy): not run, no CUDA here."
     print(markdown)
     command = f"python benchmarks/checkpoint_vs_dcp.py --repeats {args.repeats}" + (

@@ -44,7 +44,8 @@ def load(state_dict: Mapping[Any, Any], path: str | os.PathLike[str], *, comm: C
     pickled objects (with ``allow_pickle``) replace their entries. Every key of the state dict
     must be in the checkpoint with the same dtype and global shape. A collective over ``comm``;
     a failure on any rank raises on every rank (the failure's class when every failed rank
-    failed alike, else LoadError)."""
+    failed alike, else LoadError). Every tile read is verified against its checksum, some of
+    them in the targets' own memory, so a failed load may leave the targets partly overwritten."""
     with paused():
         return _load(state_dict, os.path.abspath(os.fspath(path)), get_comm(comm), allow_pickle, threads)
 

@@ -9,13 +9,13 @@ file belongs to exactly one checksummed tile."""
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 import xxhash
 
 from . import dtypes, tiles
-from .boxes import cover_problem, describe, volume
+from .boxes import Box, cover_problem, describe, volume
 from .errors import ManifestError
 
 FORMAT = "checkpoint"
@@ -61,8 +61,11 @@ def decode_value(value: Value) -> Any:
     return tuple(decode_value(v) for v in value.items)
 
 
+Checksum = Annotated[int, msgspec.Meta(ge=0)]  # an xxh3-64 (the upper bound is checked by validate)
+
+
 class FileEntry(msgspec.Struct, frozen=True, gc=False):
-    size: int
+    size: Annotated[int, msgspec.Meta(ge=0, lt=1 << 53)]
 
 
 class ChunkEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -74,7 +77,7 @@ class ChunkEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
     file: str
     offset: int
     tile: tuple[int, ...]
-    checksums: list[int]
+    checksums: list[Checksum]
 
 
 class TensorEntry(msgspec.Struct, frozen=True, gc=False):
@@ -135,12 +138,10 @@ def is_safe_name(name: str) -> bool:
 def validate(m: Manifest, where: str) -> None:
     """Raise ManifestError unless every name, size, offset, dtype, shape and tile is sound and
     the chunks in each file fill it exactly."""
-    for name, entry in m.files.items():
+    for name in m.files:
         if not is_safe_name(name):
             raise ManifestError(f"{where}: file name {name!r} is not a plain name inside the checkpoint directory")
-        if not 0 <= entry.size < 1 << 53:
-            raise ManifestError(f"{where}: file {name}: size {entry.size} is out of range")
-    stored: dict[str, list[tuple[int, int, str]]] = {name: [] for name in m.files}
+    stored: dict[str, list[tuple[int, int, str, Box]]] = {name: [] for name in m.files}
     for key, tensor in m.tensors.items():
         _validate_tensor(m, key, tensor, where, stored)
     for name, spans in stored.items():
@@ -148,7 +149,7 @@ def validate(m: Manifest, where: str) -> None:
 
 
 def _validate_tensor(m: Manifest, key: str, t: TensorEntry, where: str,
-                     stored: dict[str, list[tuple[int, int, str]]]) -> None:
+                     stored: dict[str, list[tuple[int, int, str, Box]]]) -> None:
     what = f"{where}: tensor {key!r}"
     if t.dtype not in dtypes.ITEMSIZE:
         raise ManifestError(f"{what}: unknown dtype {t.dtype!r}")
@@ -165,32 +166,34 @@ def _validate_tensor(m: Manifest, key: str, t: TensorEntry, where: str,
             raise ManifestError(f"{what}: chunk {describe(box)} is in {chunk.file!r}, which the manifest does not list")
         if len(chunk.offsets) != len(t.shape) or len(chunk.shape) != len(t.shape):
             raise ManifestError(f"{what}: chunk {describe(box)} does not have {len(t.shape)} dimensions")
-        if len(chunk.tile) != len(t.shape) or not all(1 <= s <= max(n, 1) for s, n in zip(chunk.tile, chunk.shape)):
+        whole = chunk.tile == chunk.shape and 0 not in chunk.shape  # one tile (the common case, kept fast)
+        if not whole and (len(chunk.tile) != len(t.shape)
+                          or not all(1 <= s <= max(n, 1) for s, n in zip(chunk.tile, chunk.shape))):
             raise ManifestError(f"{what}: chunk {describe(box)} has tiles of shape {list(chunk.tile)}, which do not "
                                 "fit inside it")
-        if len(chunk.checksums) != tiles.count(chunk.shape, chunk.tile) or \
-                not all(0 <= c < 1 << 64 for c in chunk.checksums):
+        expected = 1 if whole else tiles.count(chunk.shape, chunk.tile)
+        if len(chunk.checksums) != expected or (expected and max(chunk.checksums) >> 64):
             raise ManifestError(f"{what}: chunk {describe(box)} lists {len(chunk.checksums)} checksums for its "
-                                f"{tiles.count(chunk.shape, chunk.tile)} tiles (or one is not a 64-bit value)")
+                                f"{expected} tiles (or one is not a 64-bit value)")
         end = chunk.offset + volume(chunk.shape) * itemsize
         if chunk.offset < 0 or chunk.offset % itemsize or end > entry.size:
             raise ManifestError(f"{what}: chunk {describe(box)} at bytes {chunk.offset}-{end} of {chunk.file} "
                                 f"lies outside the file's {entry.size} bytes or is not aligned to its elements")
         if end > chunk.offset:
-            stored[chunk.file].append((chunk.offset, end, f"{key!r} {describe(box)}"))
+            stored[chunk.file].append((chunk.offset, end, key, box))
     problem = cover_problem(t.shape, [(c.offsets, c.shape) for c in t.chunks])
     if problem:
         raise ManifestError(f"{what} of shape {list(t.shape)}: {problem}")
 
 
-def _validate_filled(name: str, size: int, spans: list[tuple[int, int, str]], where: str) -> None:
+def _validate_filled(name: str, size: int, spans: list[tuple[int, int, str, Box]], where: str) -> None:
     """The chunks stored in a file must fill it back to back: no overlap, no byte unaccounted for."""
     spans.sort()
     position = 0
-    for start, end, what in spans:
+    for start, end, key, box in spans:
         if start != position:
             problem = "overlaps the chunk before it" if start < position else f"leaves bytes {position}-{start} unused"
-            raise ManifestError(f"{where}: file {name}: chunk {what} at bytes {start}-{end} {problem}")
+            raise ManifestError(f"{where}: file {name}: chunk {key!r} {describe(box)} at bytes {start}-{end} {problem}")
         position = end
     if position != size:
         raise ManifestError(f"{where}: file {name}: its chunks end at byte {position} of its {size} bytes")

@@ -44,7 +44,8 @@ def read(directory: str, manifest: Manifest, targets: list[Target], threads: int
             entry = manifest.tensors[target.key]
             dtype = dtypes.TORCH[entry.dtype]
             for chunk in entry.chunks:
-                region = intersect((chunk.offsets, chunk.shape), target.box)
+                box = (chunk.offsets, chunk.shape)
+                region = target.box if box == target.box else intersect(box, target.box)
                 if region is not None:
                     needed += volume(region[1]) * dtype.itemsize
                     reads[chunk.file].extend(_tile_reads(chunk, target, region, dtype))

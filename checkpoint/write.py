@@ -23,7 +23,7 @@ from .manifest import FileEntry
 from .plan import Piece
 
 FILE_BYTES = 64 << 20  # a rank uses more files (and threads) only when each gets at least this much
-_BATCH_BYTES = 8 << 20  # small or scattered tiles gathered for one write() call
+_BATCH_BYTES = 2 << 20  # small or scattered tiles gathered for one write() call
 _DIRECT_BYTES = 64 << 10  # contiguous tiles at least this large are written from their own memory
 
 
