@@ -22,7 +22,7 @@ class CheckpointNotFound(CheckpointError, FileNotFoundError):
 
 class CorruptCheckpoint(CheckpointError):
     """The checkpoint's bytes do not match its manifest: a missing, truncated or modified file,
-    or a block whose checksum differs."""
+    or a tile whose checksum differs."""
 
 
 class ManifestError(CorruptCheckpoint):

@@ -74,7 +74,7 @@ def test_save_with_one_layout_load_with_another(case):
 
 def test_dp_tp_resharding_reads_only_what_it_needs():
     """Row-split (TP) over 4 ranks, replicated over 2 (DP), loaded as a 2-way row split: each
-    loading rank needs half the tensor and reads at most one extra block per chunk it touches."""
+    loading rank needs half the tensor and reads only the tiles of its half (each 1 MiB chunk is one tile)."""
     spec = TensorSpec("w", torch.float32, (1024, 1024), 7)  # 4 MiB
     saved = Layout((2, 4), ((checkpoint.Broadcast(), checkpoint.Split(0)),))
     loaded = Layout((2,), ((checkpoint.Split(0),),))
