@@ -7,8 +7,9 @@ Cases: (a) 1 GiB in 64 float32 tensors (2048x2048, split by rows over the ranks)
 of 1 KiB (10k per rank); (c) a mix: 16 split tensors of 8 MiB, 16 replicated of 4 MiB, 500
 replicated of 4 KiB, a scalar. Checksums are on (they always are). The scratch directory is a
 temp dir under reports/runs/ (the repo's disk, not tmpfs); its filesystem is reported. Loads are
-cold: each rank drops the files' cached pages (posix_fadvise) before loading. No GPU rows: they
-need CUDA and checkpoint.async_save."""
+cold: each rank drops the files' cached pages (posix_fadvise) before loading. Where CUDA is
+available, the GPU rows of checkpoint_gpu.py follow (async_save's blocking time per GB of CUDA
+tensors next to a plain pinned device-to-host copy)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint_gpu import HEADERS as GPU_HEADERS
+from checkpoint_gpu import gpu_rows
+
 from common import RUNS, add_record_flag, table, write_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -117,6 +121,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="checkpoint_vs_dcp-", dir=args.scratch or RUNS) as scratch:
         where = filesystem(scratch)
         ranks = run(scratch, args.repeats, cases)
+        gpu = gpu_rows(scratch, args.repeats)
     medians = {case: summarize(ranks, case) for case in cases}
     rows = [row for case in cases for row in rows_for(case, medians[case])]
     markdown = (f"## checkpoint vs torch.distributed.checkpoint\n\nMedians of {args.repeats} repeats; 2 gloo ranks "
@@ -135,7 +140,8 @@ def main() -> None:
                      + "\n\nEach rank's 1024 x 2048 float32 chunk is stored as 512 x 512 tiles (1 MiB, each with "
                      "its own checksum), so a load by columns reads and verifies only the tiles of its half of "
                      "the columns; DCP's format must read whole chunks.")
-    markdown += "\n\nGPU rows (async_save blocking time vs a pinned device-to-host copy): not run, no CUDA here."
+    markdown += ("\n\nGPU rows, one process, 1 GiB of CUDA tensors:\n\n" + table(GPU_HEADERS, gpu) if gpu else
+                 "\n\nGPU rows (async_save blocking time vs a pinned device-to-host copy): not run, no CUDA here.")
     print(markdown)
     command = f"python benchmarks/checkpoint_vs_dcp.py --repeats {args.repeats}" + (
         f" --cases {args.cases}" if args.cases != "a,b,c" else "")
