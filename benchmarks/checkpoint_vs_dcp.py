@@ -118,10 +118,12 @@ def main() -> None:
     args = parser.parse_args()
     cases = args.cases.split(",")
     os.makedirs(RUNS, exist_ok=True)
+    load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="checkpoint_vs_dcp-", dir=args.scratch or RUNS) as scratch:
         where = filesystem(scratch)
         ranks = run(scratch, args.repeats, cases)
         gpu = gpu_rows(scratch, args.repeats)
+    load_end = os.getloadavg()[0]
     medians = {case: summarize(ranks, case) for case in cases}
     rows = [row for case in cases for row in rows_for(case, medians[case])]
     markdown = (f"## checkpoint vs torch.distributed.checkpoint\n\nMedians of {args.repeats} repeats; 2 gloo ranks "
@@ -129,7 +131,9 @@ def main() -> None:
                 "Times are barrier to barrier; GB/s counts the payload once. Checksums on. Raw: each rank writes "
                 "its share (its shards, every other replica) to one file from one thread, then fsyncs (dd-like); "
                 "checkpoint writes up to 4 files per rank from threads, hence over 100% of it. Raw loads read "
-                "only that share, while both libraries load every replica on every rank.\n\n"
+                "only that share, while both libraries load every replica on every rank. Load average "
+                f"{load_start:.1f} when it started, {load_end:.1f} when it ended, on {os.cpu_count()} cores: other "
+                "work on the machine moves these times by tens of percent between runs.\n\n"
                 + table(["what", "checkpoint", "DCP", "raw write/read", "vs DCP", "% of raw bandwidth",
                          "peak extra RSS/rank MiB (ours / DCP)"], rows))
     if "a" in cases:
