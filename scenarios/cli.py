@@ -19,7 +19,7 @@ import simfs
 from .mix import fault_kinds
 from .outcome import SCHEMA, Report, ScenarioOutcome
 from .reporting._common import replay_command
-from .runner import Task, load_callable, run_tasks, shard
+from .runner import Task, load_callable, load_profile, run_tasks, shard
 
 EXIT_UNEXPECTED, EXIT_USAGE, EXIT_STALLED, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -62,13 +62,16 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
         load_callable(jobs[0])  # a bad spec is a usage error now, not a failed search later
         fault_kinds(args.faults.split(","))
         profile = args.profile or "nfs"
-        simfs.profiles.get(profile)
+        simfs.profiles.get(load_profile(profile))
         crashes: bool | str = "exhaustive" if args.crashes == "exhaustive" else args.crashes == "on"
         return [Task(job, profile, recover=args.recover, check=args.check, crashes=crashes, faults=args.faults,
                      **common) for job in jobs]
     from .registry import all_scenarios, get
 
     chosen = [get(name) for name in args.names] if args.names else all_scenarios()
+    if args.profile and args.profile.endswith(".toml"):
+        raise ValueError(f"--profile {args.profile}: a profile file runs a job ('module:function'); the built-in "
+                         f"scenarios declare their expected verdicts per built-in profile")
     if args.profile:
         simfs.profiles.get(args.profile)
     tasks = [Task(sc.name, profile, **common) for sc in chosen for profile in sc.profiles
@@ -127,6 +130,7 @@ def _report(args: argparse.Namespace, outcomes: list[ScenarioOutcome], started: 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     tasks = shard(_tasks(args), args.shard)
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
@@ -138,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             bar = progress.add_task("searching", total=len(tasks))
             for index, outcome in run_tasks(tasks, args.jobs):
                 done[index] = outcome
-                progress.update(bar, advance=1, description=f"{outcome.scenario} [{outcome.profile}]")
+                progress.update(bar, advance=1, description=escape(f"{outcome.scenario} [{outcome.profile}]"))
     except KeyboardInterrupt:
         interrupted = True
     outcomes = [done[i] for i in sorted(done)]
@@ -203,6 +207,12 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    from .probe.command import run
+
+    return run(args)
+
+
 def parser() -> argparse.ArgumentParser:
     fmt = argparse.ArgumentDefaultsHelpFormatter
     top = argparse.ArgumentParser(prog="simfs", formatter_class=fmt,
@@ -215,7 +225,8 @@ def parser() -> argparse.ArgumentParser:
                          help="search the built-in scenarios (default: all of them, each on its profiles) or a job")
     run.add_argument("names", nargs="*", metavar="NAME",
                      help="scenario names (`simfs list`), or one job 'module:function' / 'file.py:function'")
-    run.add_argument("--profile", help="run only on this profile (a job: its profile; default nfs)")
+    run.add_argument("--profile", help="run only on this profile (a job: its profile, a built-in name or a TOML file "
+                                       "such as `simfs probe --emit-profile` writes; default nfs)")
     run.add_argument("--nodes", type=_count, help="nodes (default: each scenario's own; a job: 2)")
     run.add_argument("--ranks-per-node", type=_count, help="ranks per node (default: each scenario's own; a job: 2)")
     run.add_argument("--examples", type=_count, help="examples per search (default: each scenario's own; a job: 100)")
@@ -249,6 +260,22 @@ def parser() -> argparse.ArgumentParser:
     prof.add_argument("name", nargs="?")
     prof.add_argument("--save", help="write the profile as TOML")
     prof.set_defaults(func=cmd_profiles)
+
+    probe = sub.add_parser("probe", formatter_class=fmt,
+                           help="measure a real shared filesystem from every rank (one process, or under torchrun) "
+                                "and calibrate a simfs profile from it")
+    probe.add_argument("path", help="the shared directory to probe (the probe works in a new directory under it "
+                                    "and removes it)")
+    probe.add_argument("--paths", metavar="P0,P1,...", type=lambda text: text.split(","),
+                       help="rank i's own mount point of the same directory (several clients on one machine)")
+    probe.add_argument("--quick", action="store_true", help="2 trials, 3 s timeout, small rates: under 20 s")
+    probe.add_argument("--trials", type=_count, help="rounds of each lag measurement (default 5; --quick 2)")
+    probe.add_argument("--timeout", type=_seconds,
+                       help="seconds to wait for each change before it counts as not seen (default 10; --quick 3)")
+    probe.add_argument("--report", default=os.path.join("reports", "probe"),
+                       help="directory for probe.json ('' for none)")
+    probe.add_argument("--emit-profile", metavar="FILE.toml", help="write the calibrated simfs profile here")
+    probe.set_defaults(func=cmd_probe)
     return top
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any
 
+import simfs
+
 from .outcome import ScenarioOutcome
 from .registry import Expectation
 
@@ -26,7 +28,7 @@ class Task:
     """A search to run: a registered scenario by name, or a job given as 'module:function'."""
 
     scenario: str  # a registered name, or the job spec
-    profile: str
+    profile: str  # a built-in profile's name, or a profile's TOML file (a job only)
     nodes: int | None = None  # None: the scenario's own topology
     ranks_per_node: int | None = None
     examples: int | None = None  # None: the scenario's own budget
@@ -68,6 +70,16 @@ def load_callable(spec: str) -> Callable[..., Any]:
     return job
 
 
+def load_profile(spec: str) -> str | simfs.Profile:
+    """A built-in profile's name as it is, or the simfs.Profile in a TOML file ('*.toml', as
+    `simfs probe --emit-profile` and Profile.save write them)."""
+    if not spec.endswith(".toml"):
+        return spec
+    if not os.path.isfile(spec):
+        raise ValueError(f"profile file {spec!r} does not exist")
+    return simfs.Profile.load(spec)
+
+
 def _search(task: Task) -> ScenarioOutcome:
     from .explore import explore
     from .registry import get
@@ -87,7 +99,8 @@ def _search(task: Task) -> ScenarioOutcome:
         nodes, rpn = task.nodes or sc.nodes, task.ranks_per_node or sc.ranks_per_node
         examples, family = task.examples or sc.max_examples, sc.family
         expected = sc.expect.get(task.profile, _PASS)
-    finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn, profile=task.profile,
+    finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn,
+                      profile=load_profile(task.profile),
                       faults=faults, crashes=crashes, max_examples=examples, seed=task.seed)
     return ScenarioOutcome(
         scenario=task.scenario, profile=task.profile, family=family, expected=expected,
@@ -99,8 +112,6 @@ def _search(task: Task) -> ScenarioOutcome:
 def run_task(task: Task) -> ScenarioOutcome:
     """One task, supervised from outside (a rank stuck in C code holding the GIL is killed after
     the watchdog); a scenario that cannot run is an "error" outcome, not a crash of the run."""
-    import simfs
-
     from .registry import load_library
 
     start = time.perf_counter()

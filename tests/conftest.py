@@ -66,10 +66,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def sshfs_pair() -> Iterator[SshfsPair]:
-    """Skips (fails under SIMFS_REQUIRE=sshfs) where sshfs, fusermount, sshd or /dev/fuse is
-    absent or FUSE cannot mount here."""
+def _sshfs_tools() -> str:
+    """fusermount's path; skips (fails under SIMFS_REQUIRE=sshfs) where something is missing."""
     if not os.path.exists("/dev/fuse"):
         missing("sshfs", "/dev/fuse is absent: no FUSE mounts on this machine")
     if shutil.which("sshfs") is None:
@@ -81,48 +79,82 @@ def sshfs_pair() -> Iterator[SshfsPair]:
         missing("sshfs", "ssh-keygen is not installed (apt-get install openssh-client; .ci/run installs it)")
     if not os.path.exists("/usr/sbin/sshd"):
         missing("sshfs", "/usr/sbin/sshd is not installed (apt-get install openssh-server; .ci/run installs it)")
-    root = tempfile.mkdtemp(prefix="simfs-sshfs-")
-    export, a, b = (os.path.join(root, n) for n in ("export", "a", "b"))
-    for d in (export, a, b):
-        os.mkdir(d)
-    key, port = os.path.join(root, "key"), _free_port()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
-    host_key = os.path.join(root, "host_key")
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", host_key], check=True)
-    authorized = os.path.join(root, "authorized_keys")
-    shutil.copy(key + ".pub", authorized)
-    os.chmod(authorized, 0o600)
-    try:
-        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory (root only)
-    except OSError:
-        pass
-    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-p", str(port), "-o", "ListenAddress=127.0.0.1",
-                             "-h", host_key, "-o", f"AuthorizedKeysFile={authorized}", "-o", "StrictModes=no",
-                             "-o", "PidFile=none"], stderr=subprocess.DEVNULL)
-    options = (f"IdentityFile={key},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,cache=yes,"
-               f"entry_timeout={SSHFS_CACHE},attr_timeout={SSHFS_CACHE},negative_timeout={SSHFS_CACHE},"
-               f"cache_timeout={SSHFS_CACHE:g}")
-    user = getpass.getuser()
-    try:
+    return fusermount
+
+
+class SshfsMounts:
+    """One sshd on loopback; ``pair(...)`` exports a new directory and mounts it twice with the
+    given FUSE cache timeouts (seconds). ``sshfs_cache``: sshfs's own attribute and listing cache
+    (whole seconds, under the kernel's) with ``cache_timeout`` = the attribute timeout."""
+
+    def __init__(self, fusermount: str) -> None:
+        self.fusermount = fusermount
+        self.root = tempfile.mkdtemp(prefix="simfs-sshfs-")
+        self.key, self.port = os.path.join(self.root, "key"), _free_port()
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", self.key], check=True)
+        host_key = os.path.join(self.root, "host_key")
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", host_key], check=True)
+        authorized = os.path.join(self.root, "authorized_keys")
+        shutil.copy(self.key + ".pub", authorized)
+        os.chmod(authorized, 0o600)
+        try:
+            os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory (root only)
+        except OSError:
+            pass
+        self.sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-p", str(self.port), "-o",
+                                      "ListenAddress=127.0.0.1", "-h", host_key, "-o",
+                                      f"AuthorizedKeysFile={authorized}", "-o", "StrictModes=no", "-o",
+                                      "PidFile=none"], stderr=subprocess.DEVNULL)
+        self.mounts: list[str] = []
+
+    def pair(self, entry: float, attr: float, negative: float, *, sshfs_cache: bool = True) -> SshfsPair:
+        name = f"pair{len(self.mounts) // 2}"
+        export, a, b = (os.path.join(self.root, name, n) for n in ("export", "a", "b"))
+        for d in (export, a, b):
+            os.makedirs(d)
+        own = f"cache=yes,cache_timeout={attr:g}" if sshfs_cache else "cache=no"
+        options = (f"IdentityFile={self.key},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,{own},"
+                   f"entry_timeout={entry},attr_timeout={attr},negative_timeout={negative}")
         for mount in (a, b):
             for _attempt in range(50):
-                done = subprocess.run(["sshfs", "-p", str(port), "-o", options, f"{user}@127.0.0.1:{export}", mount],
+                done = subprocess.run(["sshfs", "-p", str(self.port), "-o", options,
+                                       f"{getpass.getuser()}@127.0.0.1:{export}", mount],
                                       capture_output=True, text=True)
                 if done.returncode == 0:
+                    self.mounts.append(mount)
                     break
                 time.sleep(0.1)  # sshd may still be starting
             else:
                 error = done.stderr.strip() or f"exit status {done.returncode}"
-                if sshd.poll() is not None:
-                    missing("sshfs", f"sshd on 127.0.0.1:{port} exited with status {sshd.returncode}; "
+                if self.sshd.poll() is not None:
+                    missing("sshfs", f"sshd on 127.0.0.1:{self.port} exited with status {self.sshd.returncode}; "
                                      f"sshfs said: {error}")
                 if any(sign in error.lower() for sign in _FUSE_UNAVAILABLE):
                     missing("sshfs", f"FUSE cannot mount on this machine: {error}")
                 pytest.fail(f"sshfs mount failed: {error}")
-        yield SshfsPair(export, a, b, SSHFS_CACHE)
+        return SshfsPair(export, a, b, max(entry, attr, negative))
+
+    def close(self) -> None:
+        for mount in self.mounts:
+            subprocess.run([self.fusermount, "-u", "-z", mount], capture_output=True)
+        self.sshd.terminate()
+        self.sshd.wait(timeout=10)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def sshfs_mounts() -> Iterator[SshfsMounts]:
+    """Pairs of sshfs mounts with chosen cache timeouts, all over one sshd. Skips (fails under
+    SIMFS_REQUIRE=sshfs) where sshfs, fusermount, sshd or /dev/fuse is absent or FUSE cannot
+    mount here."""
+    mounts = SshfsMounts(_sshfs_tools())
+    try:
+        yield mounts
     finally:
-        for mount in (a, b):
-            subprocess.run([fusermount, "-u", "-z", mount], capture_output=True)
-        sshd.terminate()
-        sshd.wait(timeout=10)
-        shutil.rmtree(root, ignore_errors=True)
+        mounts.close()
+
+
+@pytest.fixture(scope="session")
+def sshfs_pair(sshfs_mounts: SshfsMounts) -> SshfsPair:
+    """Entry, attribute and negative timeouts of SSHFS_CACHE seconds, sshfs's own cache on."""
+    return sshfs_mounts.pair(SSHFS_CACHE, SSHFS_CACHE, SSHFS_CACHE)
