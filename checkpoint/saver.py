@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 import xxhash
 
-from coord import Comm, get_comm, makedirs_once
+from coord import Comm, CoordError, get_comm, makedirs_once
 
 from ._gc import paused
 from .commit import RankReport, build_manifest, collect_garbage, commit
@@ -63,7 +63,10 @@ def save_staged(staged: Staged | Exception, path: str | os.PathLike[str], *, com
     directory = os.path.abspath(os.fspath(path))
     save_id, mine, plan = _plan(comm, directory, staged)
     staged = cast(Staged, staged)
-    makedirs_once(directory, comm=comm)
+    try:
+        makedirs_once(directory, comm=comm)  # a collective: every rank raises alike
+    except CoordError as exc:
+        raise CheckpointError(f"save of {directory}: cannot make the checkpoint directory: {exc}") from exc
     error: Exception | None = None
     try:
         written = write_pieces(directory, save_id, comm.rank, mine.pieces, cast(list[np.ndarray], staged.data),

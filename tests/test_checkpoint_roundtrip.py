@@ -92,6 +92,13 @@ def test_bad_state_dicts_are_refused_with_the_key(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_path_that_is_a_file_is_refused_as_a_checkpoint_error(tmp_path):
+    (tmp_path / "f").write_bytes(b"keep")
+    with pytest.raises(checkpoint.CheckpointError, match=r"save of .*/f: cannot make the checkpoint directory"):
+        checkpoint.save({"w": torch.ones(2)}, tmp_path / "f")
+    assert (tmp_path / "f").read_bytes() == b"keep" and os.listdir(tmp_path) == ["f"]
+
+
 @pytest.fixture()
 def saved(tmp_path):
     sd = {"w": make_tensor(torch.float32, (4, 3), 1), "b": make_tensor(torch.bfloat16, (3,), 2), "step": 7}
