@@ -114,13 +114,13 @@ def test_the_next_save_waits_for_the_one_in_flight_and_a_save_cannot_be_cancelle
 def test_a_failure_reaches_the_future_and_only_an_unseen_one_the_next_save(tmp_path):
     (tmp_path / "file").write_bytes(b"x")
     failed = checkpoint.async_save({"w": torch.ones(2)}, tmp_path / "file" / "ckpt")  # cannot make the directory
-    assert isinstance(failed.exception(timeout=30), coord.CoordError)
+    assert isinstance(failed.exception(timeout=30), checkpoint.CheckpointError)
     checkpoint.async_save({"w": torch.ones(2)}, tmp_path / "ok").result()  # seen: the next save goes ahead
     unseen = checkpoint.async_save({"w": torch.ones(2)}, tmp_path / "file" / "ckpt")
     unseen_done = threading.Event()
     unseen.add_done_callback(lambda _: unseen_done.set())
     assert unseen_done.wait(30)
-    with pytest.raises(checkpoint.SaveError, match="future nobody checked: CoordError") as info:
+    with pytest.raises(checkpoint.SaveError, match="future nobody checked: CheckpointError") as info:
         checkpoint.async_save({"w": torch.ones(2)}, tmp_path / "next")
     assert info.value.failures.keys() == {0} and info.value.path == str(tmp_path / "file" / "ckpt")
     assert not (tmp_path / "next").exists()  # the next save did not start
