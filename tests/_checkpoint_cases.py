@@ -46,6 +46,9 @@ def assert_same(a: object, b: object, where: str = "") -> None:
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b)):
             assert_same(x, y, f"{where}.{i}")
+    elif isinstance(a, Sharded):
+        assert (a.global_shape, a.offsets) == (b.global_shape, b.offsets), f"{where}: another part"
+        assert_same(a.local, b.local, f"{where}.local")
     elif isinstance(a, (torch.Tensor, np.ndarray)):
         assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape), f"{where}: {a.dtype}{a.shape} vs {b.shape}"
         assert raw(a) == raw(b), f"{where}: bytes differ"

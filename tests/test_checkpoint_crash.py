@@ -10,6 +10,7 @@ import os
 import pytest
 import torch
 import torch.distributed as dist
+from _checkpoint_cases import assert_same
 
 import checkpoint
 import scenarios
@@ -53,18 +54,6 @@ def _blank() -> dict[str, object]:
     return state
 
 
-def _same(a: object, b: object) -> bool:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, checkpoint.Sharded) and isinstance(b, checkpoint.Sharded):
-        return torch.equal(a.local, b.local)
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return torch.equal(a, b)
-    return a == b
-
-
 def rotating_saves() -> None:
     manager = checkpoint.CheckpointManager(ROOT, keep=2)
     for step in STEPS:
@@ -78,14 +67,12 @@ def resume_latest() -> int:
     if latest is None:
         return 0
     state = _blank()
-    loaded = manager.load(state)
-    if loaded != latest or not _same(state, _state(latest)):
-        raise AssertionError(f"rank {dist.get_rank()}: latest() is {latest} but the load holds another step's data")
+    assert manager.load(state) == latest
+    assert_same(state, _state(latest), f"rank {dist.get_rank()}: latest() step {latest}")
     for step in manager.steps():  # every step it still lists loads whole too
         state = _blank()
         manager.load(state, step)
-        if not _same(state, _state(step)):
-            raise AssertionError(f"step {step} holds a mix")
+        assert_same(state, _state(step), f"rank {dist.get_rank()}: step {step}")
     return latest
 
 

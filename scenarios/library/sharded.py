@@ -37,20 +37,13 @@ def _weight(step: int) -> torch.Tensor:
     return torch.arange(ROWS * COLS, dtype=torch.float32).reshape(ROWS, COLS) + 1000.0 * step
 
 
-def _mesh() -> tuple[int, int]:
-    """(data-parallel index, tensor-parallel index) on a mesh of nodes x ranks per node: the
-    ranks of one node split the weight (tensor parallel), nodes replicate it (data parallel)."""
-    per_node = int(os.environ["LOCAL_WORLD_SIZE"])
-    return dist.get_rank() // per_node, dist.get_rank() % per_node
-
-
 def _state(step: int, split_dim: int) -> dict[str, Any]:
-    """A DP x TP state dict: a weight split over the node's ranks along ``split_dim``, a bias
+    """A DP x TP state dict on a mesh of nodes x ranks per node: a weight split over the node's
+    ranks along ``split_dim`` (tensor parallel) and replicated over nodes (data parallel), a bias
     every rank replicates, and the step."""
-    per_node = int(os.environ["LOCAL_WORLD_SIZE"])
-    dp, tp = _mesh()
+    per_node, rank = int(os.environ["LOCAL_WORLD_SIZE"]), dist.get_rank()
     weight = checkpoint.Sharded.of(_weight(step), [checkpoint.Broadcast(), checkpoint.Split(split_dim)],
-                                   (dist.get_world_size() // per_node, per_node), (dp, tp))
+                                   (dist.get_world_size() // per_node, per_node), (rank // per_node, rank % per_node))
     return {"model": {"weight": weight, "bias": torch.full((COLS,), float(step))}, "step": step}
 
 
@@ -59,6 +52,14 @@ def _empty(split_dim: int) -> dict[str, Any]:
     state["model"]["weight"].local.zero_()
     state["model"]["bias"].zero_()
     return state
+
+
+def _check_loaded(state: dict[str, Any], step: int, split_dim: int, where: str) -> None:
+    """``state`` (loaded with ``split_dim``) holds exactly what step ``step`` saved."""
+    expected = _state(step, split_dim)
+    if state["step"] != step or not torch.equal(state["model"]["weight"].local, expected["model"]["weight"].local) \
+            or not torch.equal(state["model"]["bias"], expected["model"]["bias"]):
+        raise BrokenCheckpoint(f"{where} holds values of another step than {step} (rank {dist.get_rank()})")
 
 
 def _check_manifest(path: str) -> None:
@@ -90,10 +91,7 @@ def checkpoint_dedup() -> None:
         _check_manifest(path)
     target = _empty(split_dim=1)
     checkpoint.load(target, path)
-    expected = _state(1, split_dim=1)
-    if not torch.equal(target["model"]["weight"].local, expected["model"]["weight"].local) or not torch.equal(
-            target["model"]["bias"], expected["model"]["bias"]) or target["step"] != 1:
-        raise BrokenCheckpoint(f"rank {dist.get_rank()} loaded values that differ from those saved")
+    _check_loaded(target, 1, 1, path)
 
 
 def overwrite_recover() -> int:
@@ -110,10 +108,7 @@ def overwrite_recover() -> int:
     loaded = int(state["step"])
     if loaded not in (step, step + 1):
         raise BrokenCheckpoint(f"{MODEL} holds step {loaded}, but the last save that returned was {step}")
-    expected = _state(loaded, split_dim=0)
-    if not torch.equal(state["model"]["weight"].local, expected["model"]["weight"].local) or not torch.equal(
-            state["model"]["bias"], expected["model"]["bias"]):
-        raise BrokenCheckpoint(f"{MODEL} mixes steps: its step says {loaded}, its tensors do not")
+    _check_loaded(state, loaded, 0, MODEL)  # a mix: its step says one, its tensors another
     return loaded
 
 
@@ -132,13 +127,6 @@ def checkpoint_overwrite() -> None:
         dist.barrier()
 
 
-def _check_loaded(state: dict[str, Any], step: int, where: str) -> None:
-    expected = _state(step, split_dim=0)
-    if state["step"] != step or not torch.equal(state["model"]["weight"].local, expected["model"]["weight"].local) \
-            or not torch.equal(state["model"]["bias"], expected["model"]["bias"]):
-        raise BrokenCheckpoint(f"{where} holds values of another step than {step}")
-
-
 def newest_dir_recover() -> int:
     """The restarted job: resume from the newest step directory it can list."""
     found = [int(m.group(1)) for name in (os.listdir(RUN) if os.path.isdir(RUN) else ())
@@ -151,7 +139,7 @@ def newest_dir_recover() -> int:
         checkpoint.load(state, f"{RUN}/step-{step}")
     except checkpoint.CheckpointError as exc:
         raise BrokenCheckpoint(f"the newest step directory, step-{step}, does not load: {exc}") from None
-    _check_loaded(state, step, f"{RUN}/step-{step}")
+    _check_loaded(state, step, 0, f"{RUN}/step-{step}")
     return step
 
 
@@ -174,7 +162,7 @@ def manager_recover() -> int:
         return 0
     state = _empty(split_dim=0)
     loaded = manager.load(state)
-    _check_loaded(state, loaded, manager.path(loaded))
+    _check_loaded(state, loaded, 0, manager.path(loaded))
     return loaded
 
 
