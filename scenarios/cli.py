@@ -16,12 +16,11 @@ from typing import Any
 
 import simfs
 
+from .exitcodes import EXIT_INTERRUPTED, EXIT_STALLED, EXIT_UNEXPECTED, EXIT_USAGE
 from .mix import fault_kinds
 from .outcome import SCHEMA, Report, ScenarioOutcome
 from .reporting._common import replay_command
 from .runner import Task, load_callable, load_profile, run_tasks, shard
-
-EXIT_UNEXPECTED, EXIT_USAGE, EXIT_STALLED, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 
 def _version() -> str:

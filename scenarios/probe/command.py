@@ -14,13 +14,13 @@ from rich.console import Console
 
 from coord import get_comm
 
+from ..exitcodes import EXIT_INTERRUPTED, EXIT_UNEXPECTED
 from . import probe
 from .calibrate import profile_from_report
 from .display import PhaseBars, show
 from .report import write_report
 from .settings import Settings
 
-EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
 GROUP_TIMEOUT = 120.0
 """Seconds a collective may wait for a rank beyond the probe's own waits: a rank that hangs (not
 one that died: gloo sees that at once) fails the others after this, and each cleans up."""
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
         except RuntimeError as exc:  # a collective broken by another rank's failure
             print(f"simfs probe: rank {comm.rank} stopped: {exc}; its probe directory was removed", file=sys.stderr)
-            return EXIT_FAILED
+            return EXIT_UNEXPECTED
         return 0
     finally:
         if joined:
