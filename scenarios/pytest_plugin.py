@@ -22,7 +22,11 @@ from datetime import datetime, timezone
 from typing import Any, Literal, Protocol
 
 import msgspec
-import pytest
+
+try:
+    import pytest
+except ImportError as exc:  # an optional feature: say which extra brings its library
+    raise ImportError("scenarios.pytest_plugin needs pytest: pip install 'simfs[pytest]'") from exc
 
 import simfs
 

@@ -8,7 +8,10 @@ import os
 import stat as stat_mod
 from typing import Any
 
-from fsspec.spec import AbstractFileSystem
+try:
+    from fsspec.spec import AbstractFileSystem
+except ImportError as exc:  # an optional feature: say which extra brings its library
+    raise ImportError("simfs.fsspec_view needs fsspec: pip install 'simfs[fsspec]'") from exc
 
 from .errors import SimfsError
 from .runtime.fileobj import sim_open
