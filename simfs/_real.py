@@ -20,6 +20,7 @@ scandir = os.scandir
 access = os.access
 readlink = os.readlink
 statvfs = os.statvfs
+getcwd = os.getcwd
 fstat = os.fstat
 builtin_open = builtins.open
 io_open = io.open

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from . import audit, clock, files, hostcalls, oslevel, procstate, signals, stdlib, thirdparty, threads
+from . import audit, clock, files, hostcalls, imports, oslevel, procstate, signals, stdlib, thirdparty, threads
 from .registry import scan_modules, verify
 
 _lock = threading.Lock()
@@ -23,7 +23,7 @@ def install() -> None:
     global _installed
     with _lock:
         if not _installed:
-            for group in (files, procstate, clock, stdlib, threads, signals, thirdparty, hostcalls, oslevel):
+            for group in (files, procstate, clock, stdlib, threads, signals, thirdparty, hostcalls, imports, oslevel):
                 group.install()
             oslevel.patch_everything_else()
             audit.install()

@@ -1,41 +1,46 @@
-"""Real paths a rank may read: the Python installation and the directories on sys.path, so that
-imports keep working. Everything else a rank names is on its simulated machine."""
+"""Real paths any code of a rank may read: the Python installation (the interpreter's prefixes,
+its standard library and site directories), which every node of a real cluster has on its disk.
+Everything else a rank's own code names is on its simulated machine; the import system reads
+further real paths (runtime/importreads.py)."""
 
 from __future__ import annotations
 
 import os
+import site
 import sys
 import sysconfig
 
+_SITE_DIRS = ("site-packages", "dist-packages")  # Debian's name for site-packages
 
-def _python_prefixes() -> tuple[str, ...]:
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+
+def _installation() -> tuple[str, ...]:
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         value = sysconfig.get_paths().get(key)
         if value:
             paths.add(value)
-    for entry in sys.path:
-        if entry and os.path.isabs(entry) and os.path.exists(entry):
+    paths.update(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        paths.add(site.getusersitepackages())
+    for entry in sys.path:  # site directories added by .pth files (another environment's packages)
+        if entry and os.path.isabs(entry) and os.path.basename(entry.rstrip("/")) in _SITE_DIRS:
             paths.add(entry)
-    for name, module in list(sys.modules.items()):  # packages found by other finders (editable installs)
-        if "." not in name and module is not None:
-            for where in getattr(module, "__path__", None) or []:
-                if isinstance(where, str) and os.path.isabs(where):
-                    paths.add(where)
     out = set()
     for p in paths:
+        if not os.path.exists(p):
+            continue
         real = os.path.realpath(p)
         if real not in ("/", "/tmp", "/proc"):
-            out.update({p, real})
+            out.update({os.path.normpath(p), real})
     return tuple(sorted(out))
 
 
 class HostPaths:
-    """Which absolute, normalized paths are read from the real disk (read-only), as of when
-    this was made (a run makes one: sys.path may have changed since the last)."""
+    """Which absolute, normalized paths are read from the real disk (read-only) by any code of a
+    rank, as of when this was made (a run makes one: sys.path may have changed since the last)."""
 
     def __init__(self) -> None:
-        self.prefixes = _python_prefixes()
+        self.prefixes = _installation()
         self._exact = frozenset(self.prefixes)
         self._under = tuple(p + "/" for p in self.prefixes)
 
@@ -43,12 +48,12 @@ class HostPaths:
         return path in self._exact or path.startswith(self._under)
 
 
-_cache: dict[tuple[tuple[str, ...], int], HostPaths] = {}
+_cache: dict[tuple[str, ...], HostPaths] = {}
 
 
 def host_paths() -> HostPaths:
     """The readable paths for the current sys.path (remade only when sys.path changed)."""
-    key = (tuple(sys.path), sum(1 for name in sys.modules if "." not in name))
+    key = tuple(sys.path)
     found = _cache.get(key)
     if found is None:
         _cache.clear()

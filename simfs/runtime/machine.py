@@ -16,6 +16,7 @@ from ..fs.filesystems import Filesystems
 from ..fs.mount import Mount
 from .faultengine import FaultEngine
 from .hostpaths import HostPaths
+from .importreads import from_import_system
 from .scheduler import Scheduler, current_task
 
 if TYPE_CHECKING:
@@ -87,7 +88,9 @@ class Machine:
         return self.fs.dev_of(mount)
 
     def is_real(self, path: str) -> bool:
-        return self.host.readable(path)
+        """The path is read from the real disk (read-only): the Python installation, or any path
+        the import system reads."""
+        return self.host.readable(path) or from_import_system()
 
     # -- around every operation ----------------------------------------------------------------
     def begin(self, proc: Process, op: str, path: str) -> float:

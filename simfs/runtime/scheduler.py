@@ -46,6 +46,7 @@ class Task:
         "finished",
         "glet",
         "host_calls",
+        "importing",
         "interrupts",
         "is_main",
         "name",
@@ -74,6 +75,7 @@ class Task:
         self.blocked_since = 0.0
         self.interrupts: list[Callable[[], None]] = []  # run in the task when it next resumes (signals)
         self.host_calls = 0  # >0: simfs itself is calling the real machine on this task's behalf
+        self.importing = 0  # >0: the task is finding or loading a module (its import system reads the real disk)
         self.result: Any = None
         self.error: BaseException | None = None
         self.finished = WaitQueue(f"join({name})")

@@ -9,9 +9,11 @@ import posixpath
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ... import _real
 from ...fs.inode import Attr
 from ...fs.mount import Mount
 from ...fs.vfs import normalize
+from ..importreads import from_import_system
 from ..process import OpenFile, Process
 
 if TYPE_CHECKING:
@@ -61,7 +63,10 @@ class SyscallsBase:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), raw)
         if text.startswith("/"):
             return self._proc_self(normalize(text)), is_bytes
-        base = self._fd(dir_fd).path if dir_fd is not None else self.proc.cwd
+        if dir_fd is not None:
+            base = self._fd(dir_fd).path
+        else:  # the import system resolves a relative sys.path entry against the host's directory
+            base = _real.getcwd() if from_import_system() else self.proc.cwd
         return self._proc_self(normalize(posixpath.join(base, text))), is_bytes
 
     def _proc_self(self, path: str) -> str:

@@ -11,6 +11,7 @@ from ... import _real
 from ...fs.client import Client
 from ...fs.inode import DIR, LINK, fs_error
 from ...fs.mount import Mount
+from ..importreads import from_import_system
 from ..process import FD_BASE
 from .base import SyscallsBase
 from .dirent import ScandirIterator
@@ -127,10 +128,12 @@ class MetadataCalls(SyscallsBase):
         return os.statvfs_result((_BLOCK, _BLOCK, blocks, free, free, files, files - inodes, files - inodes, 0, 255))
 
     def getcwd(self) -> str:
-        return self.proc.cwd
+        """The rank's working directory (the host's to the import system, which resolves a
+        sys.path entry of '' against it as the host does)."""
+        return _real.getcwd() if from_import_system() else self.proc.cwd
 
     def getcwdb(self) -> bytes:
-        return os.fsencode(self.proc.cwd)
+        return os.fsencode(self.getcwd())
 
     def chdir(self, path: Any) -> None:
         p, _ = self._abs(path)
