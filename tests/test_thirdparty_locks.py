@@ -286,6 +286,18 @@ def _import_inside_ranks() -> str:
     return filelock.__version__
 
 
+def _filelock_global(name: str) -> Any:
+    """A module global of the imported filelock, in whichever of its modules the release keeps it."""
+    return next((vars(module)[name] for key, module in list(sys.modules.items())
+                 if key.startswith("filelock.") and name in getattr(module, "__dict__", ())), None)
+
+
+def _recorded_pid(fork_state: Any) -> int | None:
+    """The pid filelock's fork state recorded: 3.30-4.2 keep it as pid, 4.3 as process_identity
+    (pid, pid namespace)."""
+    return getattr(fork_state, "pid", None) or getattr(fork_state, "process_identity", (None,))[0]
+
+
 def host_after() -> dict:
     """In a fresh interpreter: filelock first imported inside the ranks of a 2 x 4 run; then the
     host's filelock state is its own, and real locks work."""
@@ -296,8 +308,6 @@ def host_after() -> dict:
 
     import filelock
 
-    fork_state = getattr(sys.modules.get("filelock._api"), "_FORK_STATE", None)
-    identity = sys.modules.get("filelock._identity")
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             real_boot: int | None = int(f.read().strip().replace("-", ""), 16)
@@ -313,12 +323,48 @@ def host_after() -> dict:
         left = sorted(os.listdir(tmp))
     return {"version": filelock.__version__, "imported_before": imported_before,
             "rank_versions": sorted(set(result.returns.values())), "host_pid": os.getpid(),
-            "fork_state_pid": getattr(fork_state, "pid", None),
-            "boot_id": getattr(identity, "_BOOT_ID", None), "real_boot": real_boot,
+            "fork_state_pid": _recorded_pid(_filelock_global("_FORK_STATE")),
+            "boot_id": _filelock_global("_BOOT_ID"), "real_boot": real_boot,
             "marker": marker, "left": left}
 
 
-SCENARIOS = {f.__name__: f for f in (counter, stale, recycled_pid, records, host_after)}
+def _own_state() -> dict:
+    """After taking a FileLock and a SoftFileLock: the pid this rank's fork state recorded, its
+    boot id and its node's, and its real thread-locals (id -> the module globals naming it)."""
+    import _thread
+
+    import filelock
+
+    rank = dist.get_rank()
+    if rank == 0:
+        os.makedirs("/shared/own")
+    dist.barrier()
+    with filelock.FileLock(f"/shared/own/{rank}.flock"), filelock.SoftFileLock(f"/shared/own/{rank}.soft"):
+        time.sleep(0.1)
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        node_boot = int(f.read().strip().replace("-", ""), 16)
+    names: dict[int, list[str]] = {}
+    for key, module in list(sys.modules.items()):
+        if key.startswith("filelock.") and module is not None:
+            for name, value in vars(module).items():
+                if isinstance(value, _thread._local):
+                    names.setdefault(id(value), []).append(f"{key}.{name}")
+    return {"pid": os.getpid(), "fork_pid": _recorded_pid(_filelock_global("_FORK_STATE")),
+            "boot": _filelock_global("_BOOT_ID"), "node_boot": node_boot, "locals": sorted(names.items())}
+
+
+def own_state() -> dict:
+    import filelock
+
+    # the host imports all of it (4.x imports its soft locks and identity at first use; a rank
+    # importing them keeps what it read itself, as the process that imported them)
+    assert filelock.SoftFileLock
+    result = _cluster("local").run(_own_state)
+    assert result.ok, result.summary()
+    return {"version": filelock.__version__, "ranks": result.returns}
+
+
+SCENARIOS = {f.__name__: f for f in (counter, stale, recycled_pid, records, host_after, own_state)}
 _SUBPROCESS = (
     "import json, sys\n"
     "deps, tests, calls = sys.argv[1:]\n"
@@ -453,6 +499,31 @@ def test_filelock_first_imported_inside_ranks_leaves_the_host_its_own_state(vers
         assert out["marker"][0] == str(out["host_pid"]), out
     if len(out["marker"]) > 2 and out["real_boot"] is not None:
         assert int(out["marker"][2]) >> 64 == out["real_boot"], out
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_rank_has_its_own_filelock_process_state(version) -> None:
+    """Wherever a release keeps them (4.3 moved them from _api and _identity to _core._fork,
+    _core._registry, _core._shutdown and _identity._process, and imports the registry by name
+    into three more modules): each rank's fork state records its own pid, its boot id is its
+    node's, and no thread-local (the registry of held paths among them) is another rank's; the
+    names of one thread-local in several modules are one object."""
+    out = run_scenario(version, "own_state")
+    ranks = list(out["ranks"].values())
+    for got in ranks:
+        assert got["fork_pid"] == (got["pid"] if _release_has_start_token(version) else None), got
+        assert got["boot"] == (got["node_boot"] if _release_has_start_token(version) else None), got
+    if _records_holder(version):  # >= 3.22 keeps a registry of held paths
+        assert all(any("registry" in name.lower() for _, names in got["locals"] for name in names)
+                   for got in ranks), ranks
+    ids = [ident for got in ranks for ident, _ in got["locals"]]
+    assert len(ids) == len(set(ids)), ranks
+    for got in ranks:  # the modules that import the registry by name see the rank's one registry
+        objects: dict[str, set[int]] = {}
+        for ident, names in got["locals"]:
+            for name in names:
+                objects.setdefault(name.rpartition(".")[2], set()).add(ident)
+        assert all(len(idents) == 1 for idents in objects.values()), got
 
 
 @pytest.mark.parametrize("version", [v for v in VERSIONS if v in (INSTALLED, "3.32.7")])
@@ -667,7 +738,8 @@ def test_a_slot_of_a_module_first_imported_inside_a_rank(monkeypatch) -> None:
     name = "simfs_test_fake_state"
     monkeypatch.setattr(procglobals, "SLOTS", [
         *procglobals.SLOTS,
-        (name, "STATE", lambda proc, host: ("made for", proc.pid), lambda module, made: ("host", None))])
+        procglobals.Slot(name, "STATE", lambda proc, host: ("made for", proc.pid),
+                         lambda module, made: ("host", None))])
     monkeypatch.delitem(sys.modules, name, raising=False)
     result = _cluster("local").run(_fake_slot_job, name)
     assert result.ok, result.summary()
@@ -682,8 +754,42 @@ def test_a_slot_whose_module_lacks_the_attribute_stays_inactive(monkeypatch) -> 
     AttributeError from ProcessGlobals._activate."""
     name = "simfs_test_fake_without"
     monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setattr(procglobals, "SLOTS", [*procglobals.SLOTS, (name, "STATE", lambda proc, host: 1,
-                                                                     lambda module, made: made)])
+    monkeypatch.setattr(procglobals, "SLOTS", [*procglobals.SLOTS,
+                                               procglobals.Slot(name, "STATE", lambda proc, host: 1)])
     result = _cluster("local").run(lambda: dist.get_rank())
     assert result.ok, result.summary()
     assert not hasattr(sys.modules[name], "STATE")
+
+
+class _FakeLocal(threading.local):
+    pass
+
+
+def _read_both(name: str) -> tuple[int, int, bool]:
+    """A rank changes its state through one module's name for it and reads it through the other's."""
+    sys.modules[f"{name}.state"].STATE.seen = dist.get_rank()
+    time.sleep(0.1)
+    state, user = sys.modules[f"{name}.state"].STATE, sys.modules[f"{name}.user"].STATE
+    return state.seen, user.seen, state is user
+
+
+def test_state_found_by_kind_in_any_module_of_a_package_is_one_per_process(monkeypatch) -> None:
+    """filelock 4.3 keeps its registry of held paths in _core._registry and imports it by name
+    into _acquire, _fork and _release (3.x kept it in _api): a slot that recognises the state by
+    kind finds it in every module of the package, and the names of one object stay one object,
+    the process's own."""
+    name = "simfs_test_fake_package"
+    host = _FakeLocal()
+    host.seen = "host"
+    for module in ("state", "user"):
+        fake = types.ModuleType(f"{name}.{module}")
+        fake.STATE = host
+        monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    monkeypatch.setattr(procglobals, "SLOTS", [
+        *procglobals.SLOTS,
+        procglobals.Slot(name, _FakeLocal, lambda proc, host: _FakeLocal())])
+    result = _cluster("local").run(_read_both, name)
+    assert result.ok, result.summary()
+    assert result.returns == {rank: (rank, rank, True) for rank in range(WORLD)}
+    assert sys.modules[f"{name}.state"].STATE is host and sys.modules[f"{name}.user"].STATE is host
+    assert host.seen == "host"

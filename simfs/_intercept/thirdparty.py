@@ -4,10 +4,12 @@ torch offers a Python-file path, refused by name where it does not."""
 from __future__ import annotations
 
 import builtins
+import functools
 import importlib.abc
 import importlib.machinery
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import BypassError
@@ -122,13 +124,14 @@ def _install_safetensors() -> None:
                                                      "load with safetensors.torch.load(open(path, 'rb').read())"))
 
 
-def _install_filelock() -> None:
-    """filelock 4.x breaks a stale SoftFileLock with renameat2(RENAME_EXCHANGE) through ctypes:
-    inside a rank the exchange is the simulated one (EINVAL where the filesystem refuses it)."""
-    import filelock._util as util
-
-    if not hasattr(util, "_rename_call"):
-        return  # filelock 3.x: no exchange
+def _install_filelock(name: str) -> None:
+    """filelock 4.x breaks a stale SoftFileLock (and replaces a FileLock's unfinished marker) with
+    renameat2(RENAME_EXCHANGE) through ctypes, looked up by ``_rename_call`` in whichever module a
+    release keeps it (4.0 filelock._util, 4.3 filelock._filesystem._exchange): inside a rank the
+    exchange is the simulated one (EINVAL where the filesystem refuses it)."""
+    module = sys.modules[name]
+    if not hasattr(module, "_rename_call"):
+        return  # filelock 3.x, or a module without the exchange
 
     def exchange(source: bytes, target: bytes, flags: int) -> int:
         task = current()
@@ -139,19 +142,29 @@ def _install_filelock() -> None:
             return exc.errno or 0
         return 0
 
-    patch_function(util, "_rename_call", lambda task: (exchange, 2))  # RENAME_EXCHANGE in linux/fs.h
+    patch_function(module, "_rename_call", lambda task: (exchange, 2))  # RENAME_EXCHANGE in linux/fs.h
 
 
-_INSTALLERS = {"numpy": _install_numpy, "torch": _install_torch, "safetensors.torch": _install_safetensors,
-               "filelock._util": _install_filelock}
+_INSTALLERS: dict[str, Callable[[], None]] = {"numpy": _install_numpy, "torch": _install_torch,
+                                              "safetensors.torch": _install_safetensors}
+# packages whose every module is looked at once imported (the installer gets the module's name)
+_PACKAGE_INSTALLERS: dict[str, Callable[[str], None]] = {"filelock": _install_filelock}
 _done: set[str] = set()
+
+
+def _installer(module: str) -> Callable[[], None] | None:
+    """What patches ``module``: its own installer, or its package's."""
+    if module in _INSTALLERS:
+        return _INSTALLERS[module]
+    each = _PACKAGE_INSTALLERS.get(module.partition(".")[0])
+    return None if each is None else functools.partial(each, module)
 
 
 def install() -> None:
     """Patch the libraries the process has imported, and patch the others the moment they are
     imported during the run (a job may import torch inside its ranks): simfs imports none of them
     itself, so a process that never uses them pays nothing."""
-    for module in _INSTALLERS:
+    for module in list(sys.modules):
         if sys.modules.get(module) is not None:
             _patch(module)
     if not any(isinstance(finder, _PatchOnImport) for finder in sys.meta_path):
@@ -159,11 +172,12 @@ def install() -> None:
 
 
 def _patch(module: str) -> None:
-    if module in _done:
+    installer = None if module in _done else _installer(module)
+    if installer is None:
         return
     _done.add(module)
     try:
-        _INSTALLERS[module]()
+        installer()
     except ImportError:  # a library it needs is blocked or broken (sys.modules[name] = None)
         _done.discard(module)
 
@@ -173,7 +187,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
     are installed as soon as the library's import finishes."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in _INSTALLERS or fullname in _done:
+        if fullname in _done or _installer(fullname) is None:
             return None
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None)
