@@ -221,6 +221,23 @@ def test_torchrun_environment_pid_hostname_cwd() -> None:
             assert socket.gethostname() == f.read().strip()
 
 
+def test_proc_self_names_the_rank_and_lists_its_nodes_mounts() -> None:
+    """/proc/self is a link to the calling process's pid (proc(5)), as filelock 4.3 checks before it
+    trusts /proc/self/stat; /proc/self/mountinfo lists the node's mounts (filelock reads the boot id
+    only when no mount sits on it)."""
+
+    def job() -> tuple:
+        with open("/proc/self/mountinfo") as f:
+            mount_points = [line.split()[4] for line in f]
+        return os.readlink("/proc/self"), os.readlink(b"/proc/self"), os.getpid(), mount_points
+
+    result = simfs.Cluster(nodes=2, ranks_per_node=2, mounts={"/shared": "nfs", "/bucket": "objectstore"}).run(job)
+    assert result.ok, result.summary()
+    for link, link_bytes, pid, mount_points in result.returns.values():
+        assert (link, link_bytes) == (str(pid), str(pid).encode())
+        assert mount_points == ["/", "/shared", "/bucket", "/proc"]
+
+
 def test_environ_changes_stay_in_their_rank() -> None:
     key = "SIMFS_TEST_RUNTIME_VAR"
     assert key not in os.environ

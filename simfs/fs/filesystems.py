@@ -55,7 +55,9 @@ class Filesystems:
         self.local = [Mount("/", local, [n], self.clock, self.choices, self.meter, self.interleave, host=n)
                       for n in range(nodes)]
         self._devs = {id(m): i + 1 for i, m in enumerate([*self.shared, *self.local])}
-        self.proc = [ProcFs(n, self.clock, self.choices, self.meter, self.interleave) for n in range(nodes)]
+        self.proc = [ProcFs(n, self.clock, self.choices, self.meter, self.interleave,
+                            [(m.path, m.profile.name, self._devs[id(m)]) for m in (self.local[n], *self.shared)])
+                     for n in range(nodes)]
         for disk in self.local:
             _make_dirs(disk.server, ["/tmp", "/proc", *(m.path for m in self.shared)])
         for mount in self.shared:  # a nested mount point is a directory of the mount around it

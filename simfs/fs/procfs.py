@@ -6,7 +6,7 @@ they do. Read-only for ranks."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..profiles import get
@@ -24,9 +24,10 @@ class ProcFs:
     """The /proc mount of one node and the processes it lists."""
 
     def __init__(self, node: int, clock: Callable[[], float], choices: Draws, meter: Meter,
-                 interleave: Callable[[], None]) -> None:
+                 interleave: Callable[[], None], mounts: Sequence[tuple[str, str, int]] = ()) -> None:
         self.node = node
         self.clock = clock
+        self.mountinfo = _mountinfo([*mounts, ("/proc", "proc", 0)])
         self.mount = Mount("/proc", PROCFS, [node], clock, choices, meter, interleave, host=node)
         self.boots = 0
         self.boot_time = 0.0
@@ -63,6 +64,7 @@ class ProcFs:
             "status": f"Name:\t{name}\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{ppid}\n",
             "cmdline": "\0".join(argv) + "\0",
             "environ": "".join(f"{k}={v}\0" for k, v in env.items()),
+            "mountinfo": self.mountinfo,
         }
         self.pids.add(pid)
 
@@ -96,3 +98,12 @@ class ProcFs:
         file_ino, _, _ = server.create(ino, parts[-1], 0o444, False)
         server.truncate(file_ino, 0)
         server.write(file_ino, 0, text.encode())
+
+
+def _mountinfo(mounts: Sequence[tuple[str, str, int]]) -> str:
+    """/proc/<pid>/mountinfo (proc(5): mount ID, parent ID, major:minor, root, mount point, options,
+    separator, filesystem type, source, super options) of a node whose mounts are (mount point,
+    filesystem type, device number), the root first."""
+    lines = [f"{i + 1} {1 if i else 0} 0:{dev} / {path} rw,relatime - {fstype} simfs-{fstype} rw"
+             for i, (path, fstype, dev) in enumerate(mounts)]
+    return "\n".join(lines) + "\n"

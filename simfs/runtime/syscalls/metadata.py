@@ -91,6 +91,9 @@ class MetadataCalls(SyscallsBase):
         return ScandirIterator(self, shown, is_bytes, entries, kinds)
 
     def readlink(self, path: Any, *, dir_fd: int | None = None) -> Any:
+        if _names_proc_self(path, dir_fd):  # the magic link: the calling process's pid (proc(5))
+            pid = str(self.proc.pid)
+            return os.fsencode(pid) if isinstance(os.fspath(path), bytes) else pid
         p, is_bytes = self._abs(path, dir_fd)
         if self.machine.is_real(p):
             return _real.readlink(os.fsencode(p)) if is_bytes else _real.readlink(p)
@@ -145,3 +148,10 @@ class MetadataCalls(SyscallsBase):
             self.proc.cwd = r.path
 
         self._op("chdir", p, path, work)
+
+
+def _names_proc_self(path: Any, dir_fd: int | None) -> bool:
+    if dir_fd is not None or not isinstance(path, (str, bytes, os.PathLike)):
+        return False
+    text = os.fsdecode(os.fspath(path))
+    return text.startswith("/") and os.path.normpath(text) == "/proc/self"
