@@ -1,7 +1,10 @@
 """``simfs.isolated``: run a function (typically many cluster runs) in a forked child process that
 the caller supervises. Host state stays untouched by construction, and a child that stops making
 progress for ``watchdog`` seconds - even inside C code that holds the GIL, which no thread of the
-same process can interrupt - is killed and reported with every thread's stack."""
+same process can interrupt - is killed and reported with every thread's stack. The child confines
+itself through the kernel (simfs.carrier.confine) before ``fn`` runs: what rank code does past
+simfs's Python-level routing is refused, not performed, and what this kernel cannot refuse is
+named in a warning."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _real, checks
+from .carrier import Confinement, announce, confine
 from .errors import SimfsError
 
 _BEAT = struct.Struct("d")
@@ -44,9 +48,10 @@ class ChildFailed(SimfsError):
 
 
 def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` in a forked child: its return value (pickled back), or its
-    exception raised here. Raises Stalled if the child makes no progress for ``watchdog`` real
-    seconds; Ctrl-C stops the child and raises KeyboardInterrupt."""
+    """``fn(*args, **kwargs)`` in a forked child confined by the kernel: its return value (pickled
+    back), or its exception raised here. Raises Stalled if the child makes no progress for
+    ``watchdog`` real seconds; Ctrl-C stops the child and raises KeyboardInterrupt. Warns once
+    (ConfinementWarning) when the kernel cannot refuse everything."""
     checks.number("isolated", "watchdog", watchdog, 0.0, 86400.0, lo_open=True, unit=" real seconds")
     beat = mmap.mmap(-1, _BEAT.size)  # shared with the child: its last sign of life
     _BEAT.pack_into(beat, 0, _real.monotonic())
@@ -64,7 +69,9 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwarg
         finally:
             os.close(read_end)
             beat.close()
-    kind, value = pickle.loads(payload)
+    kind, value, confinement = pickle.loads(payload)
+    if confinement is not None:
+        announce(confinement)
     if kind == "error":
         raise value
     return value
@@ -73,15 +80,19 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwarg
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], beat: mmap.mmap,
            stacks_fd: int, out: int) -> None:
     code = 0
+    confinement: Confinement | None = None
     try:
         faulthandler.register(_STACKS, file=os.fdopen(os.dup(stacks_fd), "w"), all_threads=True)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        threading.Thread(target=_heartbeat, args=(beat,), daemon=True, name="simfs-heartbeat").start()
         try:
+            # before any thread starts: the kernel confines the calling thread and what it starts later;
+            # the child writes only to descriptors it already holds (the pipe, the stacks file, stdout)
+            confinement = confine()
+            threading.Thread(target=_heartbeat, args=(beat,), daemon=True, name="simfs-heartbeat").start()
             result: tuple[str, Any] = ("value", fn(*args, **kwargs))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
             result = ("error", exc)
-        payload = _pickled(result)
+        payload = _pickled(result, confinement)
         view = memoryview(payload)
         while view:
             view = view[os.write(out, view):]
@@ -94,14 +105,15 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         os._exit(code)
 
 
-def _pickled(result: tuple[str, Any]) -> bytes:
+def _pickled(result: tuple[str, Any], confinement: Confinement | None) -> bytes:
+    """(kind, value, confinement) for the parent; None: the child could not confine itself."""
+    kind, value = result
     try:
-        return pickle.dumps(result)
+        return pickle.dumps((kind, value, confinement))
     except Exception as exc:  # noqa: BLE001 - an unpicklable value or exception is described instead
-        kind, value = result
         what = "".join(traceback.format_exception(value)) if kind == "error" else repr(value)[:2000]
         return pickle.dumps(("error", ChildFailed(f"the isolated call's {'exception' if kind == 'error' else 'result'}"
-                                                  f" cannot be sent back ({exc}):\n{what}")))
+                                                  f" cannot be sent back ({exc}):\n{what}"), confinement))
 
 
 def _heartbeat(beat: mmap.mmap) -> None:

@@ -1,0 +1,5 @@
+"""The process that carries rank code: kernel confinement it applies to itself (issue 16)."""
+
+from .confine import Confinement, ConfinementWarning, announce, confine
+
+__all__ = ["Confinement", "ConfinementWarning", "announce", "confine"]
