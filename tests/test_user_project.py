@@ -115,6 +115,17 @@ SRC_PROJECT = {
 }
 
 
+# a job module in the current directory of `simfs run`, importing a neighbour lazily in the ranks
+CWD_JOBS = """
+import torch.distributed as dist
+
+def job():
+    import cwd_helper
+    dist.barrier()
+    assert cwd_helper.WHERE == "current directory"
+"""
+
+
 @dataclass(frozen=True)
 class UserEnv:
     python: Path  # the venv's interpreter
@@ -157,7 +168,8 @@ def user_env(tmp_path_factory: pytest.TempPathFactory) -> UserEnv:
     _write(flat, FLAT_PROJECT)
     _write(src, SRC_PROJECT)
     _write(pythonpath, {"pythonpath_helper.py": "WHERE = 'PYTHONPATH'\n"})
-    _write(elsewhere, {"cwd_helper.py": "WHERE = 'current directory'\n"})
+    _write(elsewhere, {"cwd_helper.py": "WHERE = 'current directory'\n",
+                       "cwd_jobs.py": CWD_JOBS})
     zipped = root / "helpers.zip"
     with zipfile.ZipFile(zipped, "w") as archive:
         archive.writestr("zipped_helper.py", "WHERE = 'zip'\n")
@@ -220,7 +232,8 @@ def test_zip_pythonpath_and_current_directory_import_in_ranks(user_env: UserEnv)
         """)
     _assert_ok(done)
     assert done.stdout.splitlines()[-1] == "['zip', 'PYTHONPATH', 'current directory']"
-    assert not _compiled(user_env.pythonpath, user_env.elsewhere)
+    # (the host compiles what it imports itself there: cwd_jobs, under `simfs run`)
+    assert not {"pythonpath_helper", "cwd_helper"} & _compiled(user_env.pythonpath, user_env.elsewhere)
 
 
 def test_a_ranks_own_open_of_a_project_file_is_simulated(user_env: UserEnv) -> None:
@@ -250,6 +263,12 @@ def test_explore_imports_on_every_rank(user_env: UserEnv) -> None:
 def test_simfs_run_of_a_user_job_from_another_directory(user_env: UserEnv) -> None:
     done = user_env.run("-m", "simfs", "run", "userpkg.jobs:job", "--profile", "nfs", "--examples", "10",
                         "--jobs", "1", "--report", str(user_env.elsewhere.parent / "report"))
+    _assert_ok(done)
+
+
+def test_simfs_run_of_a_job_in_its_current_directory_on_worker_processes(user_env: UserEnv) -> None:
+    done = user_env.run("-m", "simfs", "run", "cwd_jobs:job", "--profile", "nfs", "--examples", "10",
+                        "--jobs", "2", "--report", str(user_env.elsewhere.parent / "report-cwd"))
     _assert_ok(done)
 
 
