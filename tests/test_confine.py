@@ -302,25 +302,33 @@ def test_isolated_warns_once_naming_what_is_not_confined(monkeypatch: pytest.Mon
 
 def test_rank_code_in_an_isolated_search_cannot_reach_the_host(tmp_path: Path,
                                                                  listeners: dict[str, socket.socket]) -> None:
-    """Two calls simfs's Python layer does not catch, made by rank code in simfs.isolated's child:
-    torch's C++ archive writer opening a real path, and a TCPStore client connecting in C++. The
-    kernel refuses both."""
+    """Two C++ calls made by rank code in simfs.isolated's child past simfs's Python layer (which
+    refuses them by name: the test reaches the original constructors, as other C++ code would reach
+    open(2) and connect(2)): torch's archive writer opening a real path, and a TCPStore client
+    connecting. The kernel refuses both."""
     torch = pytest.importorskip("torch")
+    from simfs._intercept.registry import original
+
     canary = tmp_path / "canary.pt"
     port = listeners["tcp"].getsockname()[1]
+
+    def constructed(cls: type, *args: object, **kwargs: object) -> object:
+        made = cls.__new__(cls)
+        original(cls, "__init__")(made, *args, **kwargs)
+        return made
 
     def job() -> dict[str, str]:
         out = {}
         try:
-            writer = torch._C.PyTorchFileWriter(str(canary))
+            writer: Any = constructed(torch._C.PyTorchFileWriter, str(canary))
             writer.write_record("data", b"hello", 5)
             writer.write_end_of_file()
             out["writer"] = "wrote"
         except RuntimeError as exc:
             out["writer"] = str(exc)
         try:
-            torch.distributed.TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
-                                       timeout=datetime.timedelta(seconds=1))
+            constructed(torch._C._distributed_c10d.TCPStore, "127.0.0.1", port, is_master=False,
+                        wait_for_workers=False, timeout=datetime.timedelta(seconds=1))
             out["store"] = "connected"
         except RuntimeError as exc:
             out["store"] = str(exc)

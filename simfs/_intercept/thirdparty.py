@@ -96,9 +96,10 @@ def _install_torch() -> None:
         return real_from_file(*args, **kwargs)
 
     patch(torch.UntypedStorage, "from_file", staticmethod(from_file), scan=False)
-    from . import torchdist
+    from . import torchdist, torchnative
 
     torchdist.install()
+    torchnative.install()
 
 
 def _install_safetensors() -> None:

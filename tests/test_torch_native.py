@@ -1,0 +1,101 @@
+"""torch's C++ entry points that open real paths or sockets themselves: inside a rank a TorchScript
+archive named by path is written and read on the simulated machine, and the archive writer/reader
+given a path and c10d's TCP and file stores are refused by name (the real file and the listening
+canary see nothing); outside ranks they are the originals."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import simfs
+
+
+class _AddOne(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.[a-z]+` is deprecated:DeprecationWarning")  # still used
+def test_torchscript_archives_named_by_path_live_on_the_simulated_machine(tmp_path: Path) -> None:
+    scripted = torch.jit.script(_AddOne())  # compiled by the host: the rank only saves and loads it
+    real = tmp_path / "model.pt"
+
+    def job() -> tuple[float, float, bool]:
+        os.makedirs(str(tmp_path))  # the host's real directory, made anew on the simulated node
+        torch.jit.save(scripted, str(real))
+        torch.jit.save(scripted, f="/shared/model.pt")
+        again = torch.jit.load("/shared/model.pt")
+        return again(torch.ones(1)).item(), torch.jit.load(str(real))(torch.zeros(1)).item(), os.path.exists(real)
+
+    result = simfs.Cluster(profile="nfs").run(job)
+    assert result.ok, result.summary()
+    assert result.returns[0] == (2.0, 1.0, True)
+    assert not real.exists()
+    torch.jit.save(scripted, str(real))  # the host's own call writes the real file
+    assert torch.jit.load(str(real))(torch.ones(1)).item() == 2.0
+
+
+@pytest.mark.parametrize("call,make", [
+    ("torch._C.PyTorchFileWriter", lambda c: torch._C.PyTorchFileWriter(c)),
+    ("torch._C.PyTorchFileReader", lambda c: torch._C.PyTorchFileReader(c)),
+    ("torch.distributed.FileStore", lambda c: dist.FileStore(c, 1)),
+])
+def test_cpp_openers_of_a_real_path_are_refused_by_name(tmp_path: Path, call: str,
+                                                        make: Callable[[str], object]) -> None:
+    canary = str(tmp_path / "canary")
+
+    def job() -> str:
+        try:
+            make(canary)
+        except simfs.BypassError as exc:
+            return str(exc)
+        return "ran"
+
+    result = simfs.Cluster().run(job)
+    assert result.ok, result.summary()
+    assert result.returns[0].startswith(call) and "bypasses simfs" in result.returns[0]
+    assert not Path(canary).exists()
+
+
+def test_tcpstore_is_refused_and_the_listener_sees_no_connection() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+
+        def job() -> str:
+            try:
+                dist.TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
+                              timeout=datetime.timedelta(seconds=1))
+            except simfs.BypassError as exc:
+                return str(exc)
+            return "connected"
+
+        result = simfs.Cluster().run(job)
+        assert result.ok, result.summary()
+        assert result.returns[0].startswith("torch.distributed.TCPStore bypasses simfs")
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+
+
+def test_a_file_object_still_reaches_the_archive_writer_inside_a_rank() -> None:
+    def job() -> int:
+        buffer = io.BytesIO()
+        writer = torch._C.PyTorchFileWriter(buffer)
+        writer.write_record("data", b"hello", 5)
+        writer.write_end_of_file()
+        return len(buffer.getvalue())
+
+    result = simfs.Cluster().run(job)
+    assert result.ok, result.summary()
+    assert result.returns[0] > 5
