@@ -10,7 +10,20 @@ from __future__ import annotations
 import sys
 import threading
 
-from . import audit, clock, files, hostcalls, imports, oslevel, procstate, signals, stdlib, thirdparty, threads
+from . import (
+    audit,
+    clock,
+    files,
+    hostcalls,
+    imports,
+    oslevel,
+    procstate,
+    selecting,
+    signals,
+    stdlib,
+    thirdparty,
+    threads,
+)
 from .registry import scan_modules, verify
 
 _lock = threading.Lock()
@@ -23,7 +36,8 @@ def install() -> None:
     global _installed
     with _lock:
         if not _installed:
-            for group in (files, procstate, clock, stdlib, threads, signals, thirdparty, hostcalls, imports, oslevel):
+            for group in (files, procstate, clock, stdlib, threads, signals, selecting, thirdparty, hostcalls, imports,
+                          oslevel):
                 group.install()
             oslevel.patch_everything_else()
             audit.install()

@@ -35,7 +35,7 @@ PURE = {
     "getegid", "geteuid", "getgid", "getgrouplist", "getgroups", "getloadavg", "getlogin", "getresgid",
     "getresuid", "getuid", "major", "makedev", "minor", "sched_get_priority_max", "sched_get_priority_min",
     "sched_getaffinity", "sched_getparam", "sched_getscheduler", "sched_rr_get_interval", "sched_yield",
-    "strerror", "sysconf", "times", "waitstatus_to_exitcode", "getpriority",
+    "strerror", "sysconf", "waitstatus_to_exitcode", "getpriority",
 }
 
 REASONS = {
