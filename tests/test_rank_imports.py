@@ -41,8 +41,8 @@ def test_a_module_body_reads_the_simulated_machine_not_its_real_directory(module
     def job() -> tuple[bool, bool]:
         if not os.path.exists("/shared/marker"):
             open("/shared/marker", "w").close()
-        import rankmod_body
-        return rankmod_body.SEES_OWN_FILE, rankmod_body.SEES_SIMULATED
+        body = importlib.import_module("rankmod_body")  # (made by the test: imported by name)
+        return body.SEES_OWN_FILE, body.SEES_SIMULATED
 
     result = simfs.Cluster(nodes=1, ranks_per_node=1, profile="local").run(job)
     assert result.ok, result.summary()
@@ -65,9 +65,9 @@ def test_a_package_getattr_reached_through_from_import_is_the_ranks_own_code(mod
     (modules / "rankmod_user.py").write_text("from rankmod_pkg import answer\n")
 
     def job() -> list[bool]:
-        import rankmod_pkg
-        import rankmod_user  # noqa: F401 - its body is the import under way
-        return list(rankmod_pkg.SEEN)
+        package = importlib.import_module("rankmod_pkg")
+        importlib.import_module("rankmod_user")  # its body is the import under way
+        return list(package.SEEN)
 
     result = simfs.Cluster(nodes=1, ranks_per_node=1, profile="local").run(job)
     assert result.ok, result.summary()
