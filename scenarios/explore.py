@@ -114,7 +114,7 @@ def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, ch
 def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None, check: Check | None = None,
             nodes: int, ranks_per_node: int, profile: str | simfs.Profile, faults: str | Iterable[str] = "default",
             crashes: Crashes = False, max_examples: int = 100, seed: int = 0, shrink_time: float = SHRINK_TIME,
-            explain: bool = False) -> Finding:
+            explain: bool = False, isolate: bool = False, watchdog: float = 60.0) -> Finding:
     """Search for a run of ``job`` (then ``recover`` on the restarted cluster) where a rank
     raises, hangs, or ``check(result)`` fails; return the minimal one found, or a pass.
 
@@ -122,7 +122,14 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     operations and errno injection), "none", or kinds from ``scenarios.mix.KINDS``; each
     example enables a random subset. ``crashes=True`` adds node, server and whole-cluster
     crashes at uniformly drawn operations; ``"exhaustive"`` walks every crash state of the
-    recorded run instead. Deterministic for a given ``seed``."""
+    recorded run instead. Deterministic for a given ``seed``.
+
+    ``isolate=True`` searches in a forked child confined by the kernel (``simfs.isolated``, as
+    ``simfs run`` does): what rank code does past simfs's Python layer is refused, a search that
+    makes no progress for ``watchdog`` real seconds (C code holding the GIL) raises
+    ``simfs.Stalled``, and nothing the ranks or ``check`` do stays in this process; the finding
+    (the ranks' return values and errors included) comes back pickled. The same seed finds the
+    same thing either way."""
     _check_args(nodes, ranks_per_node, max_examples, seed, shrink_time)
     if crashes not in (False, True, "exhaustive"):
         raise ValueError(f"explore: crashes must be False, True or 'exhaustive', got {crashes!r}")
@@ -131,6 +138,27 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     target = make_target(job, recover=recover, check=check, nodes=nodes, ranks_per_node=ranks_per_node,
                          profile=profile)
     kinds = fault_kinds(faults)
+    if isolate:
+        found: Finding = simfs.isolated(_detached_search, target, kinds, crashes, max_examples, seed, shrink_time,
+                                        explain, watchdog=watchdog)
+        return replace(found, target=target)
+    return _search(target, kinds, crashes, max_examples, seed, shrink_time, explain)
+
+
+def _detached_search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
+                     shrink_time: float, explain: bool) -> Finding:
+    """The search in simfs.isolated's child; its finding goes back without the target (the job
+    and check may be closures, which do not pickle: the caller puts its own target back)."""
+    found = _search(target, kinds, crashes, max_examples, seed, shrink_time, explain)
+    return replace(found, target=replace(target, job=_detached, recover=None, check=None))
+
+
+def _detached() -> None:
+    """Stands for the job in a finding on its way back from the search's child."""
+
+
+def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
+            shrink_time: float, explain: bool) -> Finding:
     start = time.perf_counter()
     if crashes == "exhaustive":
         from .exhaustive import exhaust

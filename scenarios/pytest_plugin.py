@@ -5,7 +5,8 @@ report for the whole session, pytest-xdist workers included.
 
 Options: ``--simfs-profile`` (replaces every mark's profiles), ``--simfs-examples`` (examples per
 search when the mark gives none), ``--simfs-seed`` (the searches' and the clusters' seed),
-``--simfs-report``. ``-p no:simfs`` turns the plugin off."""
+``--simfs-isolate`` (each search in a kernel-confined child), ``--simfs-report``. ``-p no:simfs``
+turns the plugin off."""
 
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def _examples(text: str) -> int:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """--simfs-profile, --simfs-examples, --simfs-seed and --simfs-report."""
+    """--simfs-profile, --simfs-examples, --simfs-seed, --simfs-isolate and --simfs-report."""
     group = parser.getgroup("simfs", "simfs: search simulated clusters (@pytest.mark.simfs, simfs_cluster)")
     group.addoption("--simfs-profile", metavar="PROFILE", default=None,
                     help="filesystem profile (a name such as nfs or beegfs, or a .toml file) replacing the "
@@ -111,6 +112,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          f"(default: {EXAMPLES})")
     group.addoption("--simfs-seed", metavar="SEED", type=int, default=0,
                     help="seed of the searches and of simfs_cluster's clusters (default: 0)")
+    group.addoption("--simfs-isolate", action="store_true", default=False,
+                    help="search each @pytest.mark.simfs test in a forked child confined by the kernel, as "
+                         "`simfs run` does (scenarios.explore(isolate=True))")
     group.addoption("--simfs-report", metavar="PATH", default=None,
                     help="write one JSON report (scenarios.outcome.Report) of every @pytest.mark.simfs test, "
                          "pytest-xdist workers included")
@@ -125,6 +129,7 @@ class _Session:
     examples: int
     seed: int
     report: str | None
+    isolate: bool = False
     started: float = field(default_factory=time.time)
     outcomes: list[ScenarioOutcome] = field(default_factory=list)
 
@@ -158,7 +163,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if report is not None:
         report = os.path.join(config.invocation_params.dir, report)
     config.stash[_SESSION] = _Session(profile, config.getoption("simfs_examples"), config.getoption("simfs_seed"),
-                                      report)
+                                      report, config.getoption("simfs_isolate"))
 
 
 def _options(mark: pytest.Mark, function: Callable[..., Any], config: pytest.Config) -> SimfsOptions:
@@ -214,7 +219,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
                           ranks_per_node=options.ranks_per_node, profile=profile, faults=options.faults,
                           crashes=options.crashes,
                           max_examples=session.examples if options.max_examples is None else options.max_examples,
-                          seed=session.seed, shrink_time=options.shrink_time)
+                          seed=session.seed, shrink_time=options.shrink_time, isolate=session.isolate)
     except Exception:
         session.record(pyfuncitem.nodeid, profile.name, None, time.perf_counter() - start, traceback.format_exc())
         raise
