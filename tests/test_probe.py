@@ -78,6 +78,25 @@ def test_ctrl_c_leaves_nothing_behind(tmp_path) -> None:
     assert os.listdir(tmp_path) == []
 
 
+def test_an_interrupt_right_after_the_probe_directory_is_made_removes_it(tmp_path, monkeypatch) -> None:
+    """Ctrl-C delivered the moment mkdir returns (the window the test above hits under load) is
+    raised only once the session knows the directory is its own, and the directory goes."""
+    from coord import get_comm
+    from scenarios.probe.session import open_session
+
+    real_mkdir = os.mkdir
+
+    def mkdir_then_interrupted(path, *args, **kwargs):
+        real_mkdir(path, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with open_session(get_comm(), str(tmp_path), 5.0):
+            pass
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("kind", ["missing", "file", "unwritable"])
 def test_an_unusable_path_is_refused(tmp_path, capsys, kind) -> None:
     if kind == "missing":

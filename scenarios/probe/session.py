@@ -96,6 +96,20 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 @contextmanager
+def _interrupts_held(main: bool) -> Iterator[None]:
+    """SIGINT and SIGTERM held back (pthread_sigmask) in the block, delivered when it ends; only the
+    main thread runs signal handlers, so elsewhere this does nothing."""
+    if not main:
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+@contextmanager
 def open_session(comm: Comm, mount: str, timeout: float) -> Iterator[Session]:
     """The probe directory on every rank (a collective); removed when the block ends, however it
     ends. Raises ProbeRefused on every rank, having touched nothing, if any rank cannot use its
@@ -103,22 +117,29 @@ def open_session(comm: Comm, mount: str, timeout: float) -> Iterator[Session]:
     mount = os.path.abspath(mount)
     name = f"{PREFIX}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     reason = None
-    if comm.rank == 0:
-        reason = _unusable(mount) or _try("cannot create a directory there", os.mkdir, os.path.join(mount, name))
-    name, first = comm.broadcast_object((name, reason))
-    session = Session(mount, name)
-    if comm.rank != 0 and first is None:
-        reason = _unusable(mount) or _write_test(session.root, timeout)
-    refused = [f"rank {rank}: cannot probe {path!r}: {why}"
-               for rank, (path, why) in enumerate(comm.all_gather_object((mount, reason))) if why]
-    if refused:
-        if comm.rank == 0 and first is None:
-            remove_tree(session.root, timeout)
-        raise ProbeRefused("; ".join(refused))
     main = threading.current_thread() is threading.main_thread()  # signal handlers live there only
     previous = signal.getsignal(signal.SIGTERM)
-    if main:
-        signal.signal(signal.SIGTERM, _interrupt)
+    made = False  # this rank made the directory
+    session = Session(mount, name)
+    try:  # from the mkdir on, an interrupt (Ctrl-C, SIGTERM) removes what this rank made
+        if comm.rank == 0:
+            with _interrupts_held(main):  # one arriving meanwhile is raised when `made` is known
+                reason = _unusable(mount) or _try("cannot create a directory there", os.mkdir, session.root)
+                made = reason is None
+        name, first = comm.broadcast_object((name, reason))
+        session = Session(mount, name)
+        if comm.rank != 0 and first is None:
+            reason = _unusable(mount) or _write_test(session.root, timeout)
+        refused = [f"rank {rank}: cannot probe {path!r}: {why}"
+                   for rank, (path, why) in enumerate(comm.all_gather_object((mount, reason))) if why]
+        if refused:
+            raise ProbeRefused("; ".join(refused))
+        if main:
+            signal.signal(signal.SIGTERM, _interrupt)
+    except BaseException:
+        if made:
+            remove_tree(session.root, timeout)
+        raise
     try:
         yield session
         comm.barrier()
