@@ -114,7 +114,7 @@ def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, ch
 def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None, check: Check | None = None,
             nodes: int, ranks_per_node: int, profile: str | simfs.Profile, faults: str | Iterable[str] = "default",
             crashes: Crashes = False, max_examples: int = 100, seed: int = 0, shrink_time: float = SHRINK_TIME,
-            explain: bool = False, isolate: bool = False, watchdog: float = 60.0) -> Finding:
+            explain: bool = False, isolate: bool = True, watchdog: float = 60.0) -> Finding:
     """Search for a run of ``job`` (then ``recover`` on the restarted cluster) where a rank
     raises, hangs, or ``check(result)`` fails; return the minimal one found, or a pass.
 
@@ -139,6 +139,7 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
                          profile=profile)
     kinds = fault_kinds(faults)
     if isolate:
+        replaying.remember(target)
         found: Finding = simfs.isolated(_detached_search, target, kinds, crashes, max_examples, seed, shrink_time,
                                         explain, watchdog=watchdog)
         return replace(found, target=target)

@@ -5,8 +5,8 @@ report for the whole session, pytest-xdist workers included.
 
 Options: ``--simfs-profile`` (replaces every mark's profiles), ``--simfs-examples`` (examples per
 search when the mark gives none), ``--simfs-seed`` (the searches' and the clusters' seed),
-``--simfs-isolate`` (each search in a kernel-confined child), ``--simfs-report``. ``-p no:simfs``
-turns the plugin off."""
+``--simfs-in-process`` (search in the test's own process instead of a kernel-confined child),
+``--simfs-report``. ``-p no:simfs`` turns the plugin off."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def _examples(text: str) -> int:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """--simfs-profile, --simfs-examples, --simfs-seed, --simfs-isolate and --simfs-report."""
+    """--simfs-profile, --simfs-examples, --simfs-seed, --simfs-in-process and --simfs-report."""
     group = parser.getgroup("simfs", "simfs: search simulated clusters (@pytest.mark.simfs, simfs_cluster)")
     group.addoption("--simfs-profile", metavar="PROFILE", default=None,
                     help="filesystem profile (a name such as nfs or beegfs, or a .toml file) replacing the "
@@ -112,9 +112,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          f"(default: {EXAMPLES})")
     group.addoption("--simfs-seed", metavar="SEED", type=int, default=0,
                     help="seed of the searches and of simfs_cluster's clusters (default: 0)")
-    group.addoption("--simfs-isolate", action="store_true", default=False,
-                    help="search each @pytest.mark.simfs test in a forked child confined by the kernel, as "
-                         "`simfs run` does (scenarios.explore(isolate=True))")
+    group.addoption("--simfs-in-process", action="store_true", default=False,
+                    help="search each @pytest.mark.simfs test in the test's own process (default: in a forked "
+                         "child confined by the kernel, scenarios.explore(isolate=True), as `simfs run` does)")
     group.addoption("--simfs-report", metavar="PATH", default=None,
                     help="write one JSON report (scenarios.outcome.Report) of every @pytest.mark.simfs test, "
                          "pytest-xdist workers included")
@@ -129,7 +129,7 @@ class _Session:
     examples: int
     seed: int
     report: str | None
-    isolate: bool = False
+    isolate: bool = True
     started: float = field(default_factory=time.time)
     outcomes: list[ScenarioOutcome] = field(default_factory=list)
 
@@ -163,7 +163,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if report is not None:
         report = os.path.join(config.invocation_params.dir, report)
     config.stash[_SESSION] = _Session(profile, config.getoption("simfs_examples"), config.getoption("simfs_seed"),
-                                      report, config.getoption("simfs_isolate"))
+                                      report, not config.getoption("simfs_in_process"))
 
 
 def _options(mark: pytest.Mark, function: Callable[..., Any], config: pytest.Config) -> SimfsOptions:

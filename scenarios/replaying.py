@@ -36,6 +36,13 @@ def _reference(fn: Callable[..., Any] | None) -> str | None:
     return key
 
 
+def remember(target: Target) -> None:
+    """Give the target's callables their references now, in this process: a search in a forked
+    child then names them as this process does, and their replay strings replay here."""
+    for fn in (target.job, target.recover, target.check):
+        _reference(fn)
+
+
 def _names(ref: str, fn: Callable[..., Any]) -> bool:
     """True if ``ref`` leads back to ``fn`` through an imported module (code run with exec or in
     a notebook names a module that cannot be imported again)."""

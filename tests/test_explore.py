@@ -41,7 +41,8 @@ def test_the_fix_passes_every_example() -> None:
 @pytest.mark.parametrize("host_froze", [False, True])
 def test_the_search_freezes_the_host_objects_and_leaves_the_host_as_it_was(host_froze: bool) -> None:
     """Full collections between examples walk only what the search made; the host's own freeze
-    (servers freeze after start-up) is neither thawed nor added to."""
+    (servers freeze after start-up) is neither thawed nor added to (a search in this process:
+    isolate=False)."""
     frozen_during: list[int] = []
 
     def check(result: object) -> bool:
@@ -53,7 +54,7 @@ def test_the_search_freezes_the_host_objects_and_leaves_the_host_as_it_was(host_
     try:
         before = gc.get_freeze_count()
         finding = scenarios.explore(jobs.rank0_makedirs, check=check, nodes=1, ranks_per_node=2, profile="nfs",
-                                    max_examples=5, seed=0)
+                                    max_examples=5, seed=0, isolate=False)
         assert not finding.failed
         # (frozen objects still die when their last reference goes: the count may only fall)
         after = gc.get_freeze_count()

@@ -1,9 +1,9 @@
-"""scenarios.explore(isolate=True): the search runs in a forked child confined by the kernel. It
+"""scenarios.explore(isolate=True, the default): the search runs in a forked child confined by the kernel. It
 finds exactly what the in-process search finds (the same seed: the same replay string, trace and
 examples), a closure job and check work, nothing a rank or the check does stays in the caller's
 process, C code that holds the GIL is stopped by the watchdog, and rank code's own system calls
-past simfs's Python layer are refused by the kernel. Also through the pytest plugin's
---simfs-isolate."""
+past simfs's Python layer are refused by the kernel. Also through the pytest plugin, and
+with --simfs-in-process."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ pytest_plugins = ["pytester"]
 
 def test_the_same_seed_finds_the_same_thing_in_the_child() -> None:
     here = scenarios.explore(jobs.lingua_makedirs, nodes=2, ranks_per_node=2, profile="beegfs", max_examples=100,
-                             seed=5)
+                             seed=5, isolate=False)
     child = scenarios.explore(jobs.lingua_makedirs, nodes=2, ranks_per_node=2, profile="beegfs", max_examples=100,
                               seed=5, isolate=True)
     assert here.failed and child.failed
@@ -88,7 +88,9 @@ def test_rank_code_past_the_python_layer_is_refused_by_the_kernel(tmp_path: Path
     assert not canary.exists()
 
 
-def test_the_pytest_plugin_isolates_on_request(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("option", [[], ["--simfs-in-process"]])
+def test_the_pytest_plugin_finds_the_same_in_a_child_and_in_process(pytester: pytest.Pytester,
+                                                                     option: list[str]) -> None:
     pytester.makepyfile('''
         import os
         import pytest
@@ -100,6 +102,6 @@ def test_the_pytest_plugin_isolates_on_request(pytester: pytest.Pytester) -> Non
                 os.makedirs("/shared/t", exist_ok=True)
             dist.barrier()
     ''')
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--simfs-examples", "5", "--simfs-isolate")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--simfs-examples", "5", *option)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*FileExistsError*", "*replay*"])
