@@ -79,8 +79,8 @@ def test_ctrl_c_leaves_nothing_behind(tmp_path) -> None:
 
 
 def test_an_interrupt_right_after_the_probe_directory_is_made_removes_it(tmp_path, monkeypatch) -> None:
-    """Ctrl-C delivered the moment mkdir returns (the window the test above hits under load) is
-    raised only once the session knows the directory is its own, and the directory goes."""
+    """Ctrl-C delivered the moment mkdir returns, before the session has recorded its outcome (the
+    window the test above hits under load), still removes the directory."""
     from coord import get_comm
     from scenarios.probe.session import open_session
 

@@ -96,20 +96,6 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 @contextmanager
-def _interrupts_held(main: bool) -> Iterator[None]:
-    """SIGINT and SIGTERM held back (pthread_sigmask) in the block, delivered when it ends; only the
-    main thread runs signal handlers, so elsewhere this does nothing."""
-    if not main:
-        yield
-        return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-
-
-@contextmanager
 def open_session(comm: Comm, mount: str, timeout: float) -> Iterator[Session]:
     """The probe directory on every rank (a collective); removed when the block ends, however it
     ends. Raises ProbeRefused on every rank, having touched nothing, if any rank cannot use its
@@ -119,13 +105,10 @@ def open_session(comm: Comm, mount: str, timeout: float) -> Iterator[Session]:
     reason = None
     main = threading.current_thread() is threading.main_thread()  # signal handlers live there only
     previous = signal.getsignal(signal.SIGTERM)
-    made = False  # this rank made the directory
     session = Session(mount, name)
-    try:  # from the mkdir on, an interrupt (Ctrl-C, SIGTERM) removes what this rank made
+    try:  # an interrupt (Ctrl-C, SIGTERM) from here on removes what rank 0 made, or may have made
         if comm.rank == 0:
-            with _interrupts_held(main):  # one arriving meanwhile is raised when `made` is known
-                reason = _unusable(mount) or _try("cannot create a directory there", os.mkdir, session.root)
-                made = reason is None
+            reason = _unusable(mount) or _try("cannot create a directory there", os.mkdir, session.root)
         name, first = comm.broadcast_object((name, reason))
         session = Session(mount, name)
         if comm.rank != 0 and first is None:
@@ -137,7 +120,9 @@ def open_session(comm: Comm, mount: str, timeout: float) -> Iterator[Session]:
         if main:
             signal.signal(signal.SIGTERM, _interrupt)
     except BaseException:
-        if made:
+        # (reason is still None when the interrupt came before _try returned: the directory may exist,
+        # and its name is this process's own; when mkdir failed there is nothing to remove)
+        if comm.rank == 0 and reason is None:
             remove_tree(session.root, timeout)
         raise
     try:
