@@ -24,20 +24,15 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
+
+def _pyproject(name: str, find: str) -> str:
+    """A setuptools project's pyproject.toml; ``find``: its [tool.setuptools.packages.find] lines."""
+    return (f'[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
+            f'[project]\nname = "{name}"\nversion = "0.1"\n\n[tool.setuptools.packages.find]\n{find}\n')
+
+
 FLAT_PROJECT = {
-    "pyproject.toml": """
-        [build-system]
-        requires = ["setuptools>=64"]
-        build-backend = "setuptools.build_meta"
-
-        [project]
-        name = "userpkg"
-        version = "0.1"
-
-        [tool.setuptools.packages.find]
-        include = ["userpkg*", "userns*"]
-        namespaces = true
-        """,
+    "pyproject.toml": _pyproject("userpkg", 'include = ["userpkg*", "userns*"]\nnamespaces = true'),
     "userpkg/__init__.py": "",
     "userpkg/naming.py": """
         def shard_name(rank):
@@ -98,18 +93,7 @@ FLAT_PROJECT = {
 }
 
 SRC_PROJECT = {
-    "pyproject.toml": """
-        [build-system]
-        requires = ["setuptools>=64"]
-        build-backend = "setuptools.build_meta"
-
-        [project]
-        name = "userlib"
-        version = "0.1"
-
-        [tool.setuptools.packages.find]
-        where = ["src"]
-        """,
+    "pyproject.toml": _pyproject("userlib", 'where = ["src"]'),
     "src/userlib/__init__.py": "",
     "src/userlib/layout.py": "LAYOUT = 'src'\n",
 }
@@ -143,6 +127,18 @@ class UserEnv:
 
     def python_code(self, code: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return self.run("-c", textwrap.dedent(code), cwd=cwd)
+
+    def rank_returned(self, job: str, rank: int, *, nodes: int, profile: str) -> str:
+        """The repr of what ``rank`` returned from a Cluster.run of userpkg.jobs's ``job`` (one rank a node)."""
+        done = self.python_code(f"""
+            import simfs
+            from userpkg.jobs import {job}
+            result = simfs.Cluster(nodes={nodes}, ranks_per_node=1, profile={profile!r}).run({job})
+            assert result.ok, result.summary()
+            print(repr(result.returns[{rank}]))
+            """)
+        _assert_ok(done)
+        return done.stdout.splitlines()[-1]
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -223,29 +219,14 @@ def test_cluster_run_imports_lazily_on_every_rank(user_env: UserEnv) -> None:
 
 
 def test_zip_pythonpath_and_current_directory_import_in_ranks(user_env: UserEnv) -> None:
-    done = user_env.python_code("""
-        import simfs
-        from userpkg.jobs import lazy_extras
-        result = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs").run(lazy_extras)
-        assert result.ok, result.summary()
-        print(result.returns[1])
-        """)
-    _assert_ok(done)
-    assert done.stdout.splitlines()[-1] == "['zip', 'PYTHONPATH', 'current directory']"
+    returned = user_env.rank_returned("lazy_extras", 1, nodes=2, profile="nfs")
+    assert returned == "['zip', 'PYTHONPATH', 'current directory']"
     # (the host compiles what it imports itself there: cwd_jobs, under `simfs run`)
     assert not {"pythonpath_helper", "cwd_helper"} & _compiled(user_env.pythonpath, user_env.elsewhere)
 
 
 def test_a_ranks_own_open_of_a_project_file_is_simulated(user_env: UserEnv) -> None:
-    done = user_env.python_code("""
-        import simfs
-        from userpkg.jobs import reads_own_source
-        result = simfs.Cluster(nodes=1, ranks_per_node=1, profile="local").run(reads_own_source)
-        assert result.ok, result.summary()
-        print(result.returns[0])
-        """)
-    _assert_ok(done)
-    assert done.stdout.splitlines()[-1] == "not on the simulated machine"
+    assert user_env.rank_returned("reads_own_source", 0, nodes=1, profile="local") == "'not on the simulated machine'"
 
 
 def test_explore_imports_on_every_rank(user_env: UserEnv) -> None:
