@@ -14,6 +14,7 @@ from pathlib import Path
 import _explore_jobs as jobs
 import pytest
 import torch.distributed as dist
+from conftest import missing
 
 import scenarios
 import simfs
@@ -67,7 +68,7 @@ def test_c_code_holding_the_gil_is_stopped_by_the_watchdog() -> None:
 
 def test_rank_code_past_the_python_layer_is_refused_by_the_kernel(tmp_path: Path) -> None:
     if not landlock.abi():
-        pytest.skip("this kernel has no Landlock")
+        missing("landlock", "this kernel has no Landlock (Linux 5.13+, enabled at boot: lsm=...,landlock)")
     import torch
 
     from simfs._intercept.registry import original

@@ -24,6 +24,7 @@ import builtins
 import concurrent.futures
 import contextlib
 import ctypes
+import datetime
 import errno
 import fcntl
 import gc
@@ -800,6 +801,15 @@ LIBRARIES = [
     A("TCP bind(127.0.0.1:0)", _tcp_bind, "socket", expect=REFUSE_ONLY),
     A("TCP connect to the host's listener", lambda c: socket.create_connection(("127.0.0.1", c.port), timeout=5),
       "socket", expect=REFUSE_ONLY, errnos=frozenset({errno.ECONNREFUSED})),
+    # torch's C++ opens paths and sockets itself, below Python's calls
+    A("torch._C.PyTorchFileWriter(path)", lambda c: torch._C.PyTorchFileWriter(c.p("writer.pt")),
+      "PyTorchFileWriter", expect=REFUSE_ONLY),
+    A("torch.distributed.FileStore(path)", lambda c: dist.FileStore(c.p("store"), 1), "FileStore",
+      expect=REFUSE_ONLY),
+    A("torch.distributed.TCPStore to the host's listener",
+      lambda c: dist.TCPStore("127.0.0.1", c.port, is_master=False, wait_for_workers=False,
+                              timeout=datetime.timedelta(seconds=2)), "TCPStore", expect=REFUSE_ONLY),
+    A("select.select on no descriptor for 30 s", lambda c: select.select([], [], [], 30), expect=([], [], [])),
 ]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from greenlet import getcurrent
 
+from ..errors import BypassError
 from ..runtime.scheduler import TASKS, Task
 
 _replacements: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, replacement)
@@ -102,6 +103,14 @@ def dispatcher(real: Callable[..., Any], sim: Callable[..., Any]) -> Callable[..
 
     patched.__simfs_patched__ = True  # type: ignore[attr-defined]
     return patched
+
+
+def refusal(call: str, why: str, instead: str = "") -> Callable[..., Any]:
+    """A ``sim`` for patch_function that refuses the call inside a rank with a BypassError."""
+
+    def sim(task: Task, *args: Any, **kwargs: Any) -> Any:
+        raise BypassError(call, why, instead)
+    return sim
 
 
 def patch_function(owner: Any, name: str, sim: Callable[..., Any], *, scan: bool = True) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import BypassError
 from ..runtime.process import FD_BASE
 from ..runtime.scheduler import Task
-from .registry import host_calls, original, patch, patch_function
+from .registry import host_calls, original, patch, patch_function, refusal
 
 
 def _rmtree(task: Task, path: Any, ignore_errors: bool = False, onerror: Any = None, *,
@@ -139,12 +139,6 @@ def _popen_init(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
 _real_popen_init = subprocess.Popen.__init__
 
 
-def _refuse(call: str, why: str, instead: str = "") -> Any:
-    def sim(task: Task, *args: Any, **kwargs: Any) -> Any:
-        raise BypassError(call, why, instead)
-    return sim
-
-
 def _reload(task: Task, module: Any) -> Any:
     """importlib.reload inside a rank: the module is re-executed; simfs's patches of it are
     then put back (a reloaded os would otherwise reach the real machine)."""
@@ -226,11 +220,11 @@ def install() -> None:
     for name in ("socketpair", "fromfd", "create_connection", "create_server"):
         patch_function(socket, name, _no_socket)
     patch_function(multiprocessing.process.BaseProcess, "start",
-                   _refuse("multiprocessing.Process.start", "a real child process would read and write the real disk",
+                   refusal("multiprocessing.Process.start", "a real child process would read and write the real disk",
                            "use threads, or run the work in the job's own process"))
-    patch_function(_posixshmem, "shm_open", _refuse("shm_open", "it creates real shared memory in /dev/shm"))
-    patch_function(_posixshmem, "shm_unlink", _refuse("shm_unlink", "it removes real shared memory"))
-    patch_function(_posixsubprocess, "fork_exec", _refuse("_posixsubprocess.fork_exec",
+    patch_function(_posixshmem, "shm_open", refusal("shm_open", "it creates real shared memory in /dev/shm"))
+    patch_function(_posixshmem, "shm_unlink", refusal("shm_unlink", "it removes real shared memory"))
+    patch_function(_posixsubprocess, "fork_exec", refusal("_posixsubprocess.fork_exec",
                                                           "it starts a real process"))
     for name in ("enable", "disable", "is_enabled", "register", "unregister", "dump_traceback",
                  "dump_traceback_later", "cancel_dump_traceback_later"):
@@ -238,7 +232,7 @@ def install() -> None:
     for name in ("memmove", "memset", "string_at", "wstring_at"):
         import ctypes
 
-        patch_function(ctypes, name, _refuse(f"ctypes.{name}", "it reads or writes the host's memory"))
+        patch_function(ctypes, name, refusal(f"ctypes.{name}", "it reads or writes the host's memory"))
     import logging.handlers
 
     for owner in (logging.StreamHandler, logging.FileHandler, logging.handlers.BaseRotatingHandler):

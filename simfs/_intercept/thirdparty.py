@@ -12,15 +12,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import BypassError
 from ..runtime.scheduler import Task
-from .registry import current, patch, patch_function
-
-
-def _refuse(call: str, why: str, instead: str) -> Any:
-    def sim(task: Task, *args: Any, **kwargs: Any) -> Any:
-        raise BypassError(call, why, instead)
-    return sim
+from .registry import current, patch, patch_function, refusal
 
 
 def _atomic(fn: Any) -> Any:
@@ -52,7 +45,7 @@ def _install_numpy() -> None:
         openers._file_openers[None] = builtins.open
     except (ImportError, AttributeError):
         pass
-    patch_function(np, "fromfile", _refuse("numpy.fromfile", "it reads through the C library",
+    patch_function(np, "fromfile", refusal("numpy.fromfile", "it reads through the C library",
                                            "use numpy.frombuffer(f.read(), dtype)"))
 
 
@@ -83,9 +76,9 @@ def _install_torch() -> None:
         sim = _atomic(getattr(ser, name))
         patch_function(ser, name, sim)
         patch_function(torch, name, sim)
-    refuse = _refuse("torch.UntypedStorage.from_file", "torch maps the file in C++",
+    refuse = refusal("torch.UntypedStorage.from_file", "torch maps the file in C++",
                      "load with torch.load(f, mmap=False)")
-    patch_function(torch, "from_file", _refuse("torch.from_file", "torch maps the file in C++",
+    patch_function(torch, "from_file", refusal("torch.from_file", "torch maps the file in C++",
                                                "read it with open() and torch.frombuffer"))
     real_from_file = torch.UntypedStorage.from_file
 
@@ -121,7 +114,7 @@ def _install_safetensors() -> None:
 
     patch_function(st_torch, "save_file", save_file)
     patch_function(st_torch, "load_file", load_file)
-    patch_function(safetensors, "safe_open", _refuse("safetensors.safe_open", "it maps the file in Rust",
+    patch_function(safetensors, "safe_open", refusal("safetensors.safe_open", "it maps the file in Rust",
                                                      "load with safetensors.torch.load(open(path, 'rb').read())"))
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import BypassError
 from ..runtime.scheduler import Task
-from .registry import patch_function
+from .registry import patch_function, refusal
 
 
 def _names_a_path(target: Any) -> bool:
@@ -26,13 +26,6 @@ def _path_refused(owner: type, call: str, instead: str) -> None:
         if _names_a_path(target):
             raise BypassError(f"{call}({target!r})", "torch's C++ opens the real file itself", instead)
         real(self, target, *args, **kwargs)
-
-    patch_function(owner, "__init__", sim)
-
-
-def _refused(owner: type, call: str, why: str, instead: str) -> None:
-    def sim(task: Task, *args: Any, **kwargs: Any) -> None:
-        raise BypassError(call, why, instead)
 
     patch_function(owner, "__init__", sim)
 
@@ -71,7 +64,8 @@ def install() -> None:
         from torch._C import _distributed_c10d as c10d
     except ImportError:  # a torch built without distributed support
         return
-    _refused(c10d.TCPStore, "torch.distributed.TCPStore", "it connects to or listens on a real TCP port",
-             "torch.distributed.init_process_group (simulated inside ranks) or torch.distributed.HashStore")
-    _refused(c10d.FileStore, "torch.distributed.FileStore", "it creates and locks a real file in C++",
-             "torch.distributed.init_process_group (simulated inside ranks) or torch.distributed.HashStore")
+    instead = "torch.distributed.init_process_group (simulated inside ranks) or torch.distributed.HashStore"
+    patch_function(c10d.TCPStore, "__init__", refusal("torch.distributed.TCPStore",
+                                                      "it connects to or listens on a real TCP port", instead))
+    patch_function(c10d.FileStore, "__init__", refusal("torch.distributed.FileStore",
+                                                       "it creates and locks a real file in C++", instead))
