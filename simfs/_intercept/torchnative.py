@@ -30,10 +30,10 @@ def _path_refused(owner: type, call: str, instead: str) -> None:
     patch_function(owner, "__init__", sim)
 
 
-def _through_simulated_file(owner: Any, name: str, mode: str) -> None:
-    """``owner.name(..., path)`` inside a rank: the same call on the simulated file at ``path``."""
+def _through_simulated_file(owner: Any, name: str, position: int, mode: str) -> None:
+    """``owner.name(..., f, ...)`` with a path ``f`` (argument ``position``, or keyword ``f``) inside a
+    rank: the same call on the simulated file at that path, opened with ``mode``."""
     real: Callable[..., Any] = getattr(owner, name)
-    position = 1 if mode == "wb" else 0  # torch.jit.save(m, f, ...), torch.jit.load(f, ...)
 
     def sim(task: Task, *args: Any, **kwargs: Any) -> Any:
         args_list = list(args)
@@ -58,8 +58,8 @@ def install() -> None:
                   "use torch.save, or give it an open file object")
     _path_refused(torch._C.PyTorchFileReader, "torch._C.PyTorchFileReader",
                   "use torch.load, or give it an open file object")
-    _through_simulated_file(torch.jit, "save", "wb")
-    _through_simulated_file(torch.jit, "load", "rb")
+    _through_simulated_file(torch.jit, "save", 1, "wb")  # torch.jit.save(m, f, _extra_files)
+    _through_simulated_file(torch.jit, "load", 0, "rb")  # torch.jit.load(f, map_location, ...)
     try:
         from torch._C import _distributed_c10d as c10d
     except ImportError:  # a torch built without distributed support
