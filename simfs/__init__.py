@@ -4,7 +4,17 @@ Lustre, or an object store), running unmodified rank code in virtual time."""
 from . import profiles
 from .choices import ChoiceSource, HypothesisChoices, ReplayChoices, SeededChoices
 from .cluster import Cluster, replay
-from .errors import BypassError, CollectiveMismatch, ConfigError, Interrupted, OutsideSimulation, RankKilled, SimfsError
+from .errors import (
+    BypassError,
+    CollectiveMismatch,
+    ConfigError,
+    Interrupted,
+    OutsideSimulation,
+    RankDied,
+    RankError,
+    RankKilled,
+    SimfsError,
+)
 from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, PowerLoss, SlowOps, SlowRank
 from .profiles import Profile
 from .report import CrashInfo, HangInfo, Result, ThreadError
@@ -14,6 +24,6 @@ from .supervise import ChildFailed, Stalled, isolated
 __all__ = [
     "BypassError", "ChildFailed", "ChoiceSource", "Cluster", "CollectiveMismatch", "ConfigError", "CrashInfo",
     "CrashNode", "CrashServer", "EvictClient", "HangInfo", "HypothesisChoices", "InjectErrno", "Interrupted",
-    "OutsideSimulation", "PowerLoss", "Profile", "RankKilled", "ReplayChoices", "Result", "SeededChoices", "SimfsError",
+    "OutsideSimulation", "RankDied", "RankError", "PowerLoss", "Profile", "RankKilled", "ReplayChoices", "Result", "SeededChoices", "SimfsError",
     "SlowOps", "SlowRank", "Stalled", "ThreadError", "TraceEvent", "isolated", "profiles", "replay",
 ]

@@ -39,6 +39,9 @@ _WHERE = "Cluster"
 # which a restarted job waits out before it can reclaim its state; a node power cycle takes
 # longer. Survivors' caches age by it, as they would.
 RESTART_GAP = 90.0
+# how ranks are carried: "greenlet" (all in the caller's process, cheapest) or "process" (each an OS
+# process of its own, confined by the kernel: docs/architecture.md)
+CARRIERS = ("greenlet", "process")
 
 
 class Cluster:
@@ -54,7 +57,7 @@ class Cluster:
                  collective_timeout: float = DEFAULT_TIMEOUT, collective_latency: float = 5e-5,
                  collective_bandwidth: float = 1e10, dist_initialized: bool = True,
                  env: dict[str, str] | None = None, time_limit: float = 30 * 86400.0,
-                 restart_gap: float = RESTART_GAP) -> None:
+                 restart_gap: float = RESTART_GAP, carrier: str = "greenlet") -> None:
         checks.count(_WHERE, "nodes", nodes, 1, checks.MAX_NODES)
         checks.count(_WHERE, "ranks_per_node", ranks_per_node, 1, checks.MAX_RANKS)
         if nodes * ranks_per_node > checks.MAX_RANKS:
@@ -62,6 +65,8 @@ class Cluster:
         checks.count(_WHERE, "seed", seed, -(2**63), 2**63 - 1)
         if not isinstance(dist_initialized, bool):
             raise invalid(_WHERE, "dist_initialized", "a bool", dist_initialized)
+        if carrier not in CARRIERS:
+            raise invalid(_WHERE, "carrier", f"one of {', '.join(map(repr, CARRIERS))}", carrier)
         self.profiles = self._mount_profiles(profile, mounts)
         self.local_profile = get(local_profile)
         self.settings = Settings(
@@ -73,7 +78,7 @@ class Cluster:
             collective_timeout=checks.seconds(_WHERE, "collective_timeout", collective_timeout, positive=True),
             collective_latency=checks.seconds(_WHERE, "collective_latency", collective_latency),
             collective_bandwidth=checks.bandwidth(_WHERE, "collective_bandwidth", collective_bandwidth),
-            dist_initialized=dist_initialized,
+            dist_initialized=dist_initialized, carrier=carrier,
         )
         self.restart_gap = checks.seconds(_WHERE, "restart_gap", restart_gap)
         self.faults = self._check_faults(faults)
@@ -90,6 +95,7 @@ class Cluster:
     env = property(lambda self: dict(self.settings.env))
     watchdog = property(lambda self: self.settings.watchdog)
     time_limit = property(lambda self: self.settings.time_limit)
+    carrier = property(lambda self: self.settings.carrier)
 
     @staticmethod
     def _mount_profiles(profile: str | Profile, mounts: dict[str, str | Profile] | None) -> dict[str, Profile]:
@@ -185,6 +191,7 @@ class Cluster:
             "faults": [fault_to_dict(f) for f in faults], "cwd": s.cwd, "env": dict(s.env),
             "timeout": s.collective_timeout, "latency": s.collective_latency,
             "bandwidth": s.collective_bandwidth, "dist": s.dist_initialized, "hash": hash_seed(),
+            "carrier": s.carrier,
         }
         if json_safe(list(args)) and json_safe(kwargs):
             spec["args"], spec["kwargs"] = list(args), kwargs
@@ -199,6 +206,7 @@ def cluster_from_spec(spec: dict[str, Any]) -> Cluster:
         faults=[fault_from_dict(f) for f in spec["faults"]], env=spec["env"],
         collective_timeout=spec["timeout"], collective_latency=spec["latency"],
         collective_bandwidth=spec["bandwidth"], dist_initialized=spec["dist"],
+        carrier=spec.get("carrier", "greenlet"),
     )
 
 

@@ -41,6 +41,33 @@ class RankKilled(SimfsError):
         return type(self), (self.rank, self.signum, str(self).rpartition("(")[2].rstrip(")"))
 
 
+class RankDied(SimfsError):
+    """A rank's process died of a signal of its own making (a segfault, an abort in C code); its
+    ``stacks`` are what faulthandler wrote: the native fault and every thread's Python stack."""
+
+    def __init__(self, rank: int, signum: int, stacks: str) -> None:
+        import signal
+
+        name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else f"signal {signum}"
+        super().__init__(f"rank {rank}'s process died of {name}; its stacks:\n{stacks}")
+        self.rank, self.signum, self.stacks = rank, signum, stacks
+
+    def __reduce__(self) -> tuple[type, tuple[int, int, str]]:
+        return type(self), (self.rank, self.signum, self.stacks)
+
+
+class RankError(SimfsError):
+    """An exception a rank process raised whose class the host does not load (a class of the job's
+    own: rank code never runs in the host): its type's name and its message."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(f"{type_name}: {message}" if message else type_name)
+        self.type_name, self.message = type_name, message
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (self.type_name, self.message)
+
+
 class CollectiveMismatch(SimfsError, RuntimeError):
     """Ranks of one group called different collectives at the same position."""
 

@@ -2,7 +2,7 @@
 the caller supervises. Host state stays untouched by construction, and a child that stops making
 progress for ``watchdog`` seconds - even inside C code that holds the GIL, which no thread of the
 same process can interrupt - is killed and reported with every thread's stack. The child confines
-itself through the kernel (simfs.carrier.confine) before ``fn`` runs: what rank code does past
+itself through the kernel (simfs.confinement.confine) before ``fn`` runs: what rank code does past
 simfs's Python-level routing is refused, not performed, and what this kernel cannot refuse is
 named in a warning."""
 
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _real, checks
-from .carrier import Confinement, announce, confine
+from .confinement import Confinement, announce, confine
 from .errors import SimfsError
 
 _BEAT = struct.Struct("d")

@@ -1,4 +1,4 @@
-"""Kernel confinement (simfs.carrier.confine, applied in simfs.isolated's child): a forked child
+"""Kernel confinement (simfs.confinement.confine, applied in simfs.isolated's child): a forked child
 confines itself and tries to change the real machine; the test checks from outside that nothing
 happened (canary files, listeners and signal handlers of the parent) and that the report says
 what is confined."""
@@ -26,9 +26,9 @@ import pytest
 from conftest import missing
 
 import simfs
-from simfs.carrier import Confinement, ConfinementWarning, announce, confine, landlock, seccomp
+from simfs.confinement import Confinement, ConfinementWarning, announce, confine, landlock, seccomp
 
-confine_module = importlib.import_module("simfs.carrier.confine")  # the package's `confine` is the function
+confine_module = importlib.import_module("simfs.confinement.confine")  # the package's `confine` is the function
 
 ABI = landlock.abi()
 REFUSED = {"EACCES", "EPERM"}

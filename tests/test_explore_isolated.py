@@ -18,7 +18,7 @@ from conftest import missing
 
 import scenarios
 import simfs
-from simfs.carrier import landlock
+from simfs.confinement import landlock
 
 pytest_plugins = ["pytester"]
 

@@ -18,6 +18,7 @@ from .registry import current
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_EXCL
 _installed = False
 
+_FOREIGN, _FOREIGN_WHY = "ctypes.", "foreign calls reach the real machine and the host's memory"
 # events that are refused outright inside a rank, and why
 _REFUSED = {
     "subprocess.Popen": "a real child process would read and write the real disk",
@@ -46,7 +47,7 @@ _REFUSED = {
 }
 _REFUSED_PREFIXES = {
     "socket.": "real network and Unix sockets are not simulated",
-    "ctypes.": "foreign calls reach the real machine and the host's memory",
+    _FOREIGN: _FOREIGN_WHY,
     "syslog.": "it writes the real system log", "urllib.": "it reaches the real network",
     "http.client.": "it reaches the real network", "ftplib.": "it reaches the real network",
     "smtplib.": "it reaches the real network", "poplib.": "it reaches the real network",
@@ -120,7 +121,7 @@ def _load_library(name: str, args: tuple[Any, ...]) -> None:
     """ctypes loading a shared library is allowed while a module is imported (torch, for one,
     loads its libraries so); any other ctypes use in a rank is refused."""
     if not _importing():
-        raise BypassError(f"{name}{_shown(args)}", _REFUSED_PREFIXES["ctypes."])
+        raise BypassError(f"{name}{_shown(args)}", _FOREIGN_WHY)
 
 
 _RULES: dict[str, Rule | None] = {
@@ -149,6 +150,20 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     if rule is None or current() is None:
         return
     rule(event, args)
+
+
+def trust_the_kernel() -> None:
+    """In a rank process that the kernel confines (runtime/carrier): a foreign call acts on the
+    process's own memory, and what it does to the machine the kernel refuses, so ctypes is
+    allowed there (libraries use it: filelock's renameat2, torch's loaders, C extensions)."""
+    for event in [e for e in _RULES if e.startswith(_FOREIGN)]:
+        _RULES[event] = None
+    _REFUSED_PREFIXES.pop(_FOREIGN, None)
+
+
+def kernel_trusted() -> bool:
+    """Whether this is a rank process the kernel confines (trust_the_kernel was called)."""
+    return _FOREIGN not in _REFUSED_PREFIXES
 
 
 def install() -> None:

@@ -121,7 +121,7 @@ def _abort(task: Task) -> None:
 
 def _closerange(task: Task, low: int, high: int) -> None:
     sys = task.context.sys
-    for fd in [f for f in sys.proc.fds if low <= f < high]:
+    for fd in sys.descriptors(low, high):
         sys.close(fd)
     for fd in range(max(low, 0), min(high, 3)):
         task.context.console.closed.add(fd)

@@ -20,11 +20,13 @@ import socket
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import BypassError
 from ..runtime.process import FD_BASE
 from ..runtime.scheduler import Task
+from . import audit
 from .registry import host_calls, original, patch, patch_function, refusal
 
 
@@ -211,6 +213,18 @@ def _collector_tuning(task: Task) -> None:
     simfs does not model, and the real ones would freeze or thaw the host's objects."""
 
 
+def _process_memory(owner: Any, name: str) -> Callable[..., Any]:
+    """ctypes' raw memory access: refused where ranks share the host's process, the real call in
+    a rank process the kernel confines (its memory is its own)."""
+    real = getattr(owner, name)
+
+    def sim(task: Task, *args: Any, **kwargs: Any) -> Any:
+        if audit.kernel_trusted():
+            return real(*args, **kwargs)
+        raise BypassError(f"ctypes.{name}", "it reads or writes the host's memory")
+    return sim
+
+
 def install() -> None:
     patch_function(importlib, "reload", _reload)
     for name in ("freeze", "unfreeze"):
@@ -232,7 +246,7 @@ def install() -> None:
     for name in ("memmove", "memset", "string_at", "wstring_at"):
         import ctypes
 
-        patch_function(ctypes, name, refusal(f"ctypes.{name}", "it reads or writes the host's memory"))
+        patch_function(ctypes, name, _process_memory(ctypes, name))
     import logging.handlers
 
     for owner in (logging.StreamHandler, logging.FileHandler, logging.handlers.BaseRotatingHandler):

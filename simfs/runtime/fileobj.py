@@ -51,7 +51,7 @@ class SimFileIO(io.RawIOBase):
         self._fd = fd
         self.name = file
         try:
-            if sys.proc.fds[fd].kind == "d":
+            if sys.kind_of(fd) == "d":
                 raise IsADirectoryError(21, os.strerror(21), file)
             if self._appending:
                 sys.lseek(fd, 0, os.SEEK_END)
@@ -133,7 +133,7 @@ class SimFileIO(io.RawIOBase):
         if self.closed:
             return
         try:
-            if self._closefd and self._sys.proc.alive and self._fd in self._sys.proc.fds:
+            if self._closefd and self._sys.holds(self._fd):
                 self._sys.close(self._fd)
         finally:
             super().close()

@@ -8,6 +8,7 @@ import fcntl
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import RankKilled, TaskKilled
@@ -27,6 +28,11 @@ from .process import Process
 
 WALL_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: what time.time() reads at virtual 0
 _IGNORED_BY_DEFAULT = {signal.SIGCHLD, signal.SIGURG, signal.SIGWINCH, signal.SIGCONT}  # signal(7)
+
+
+class ReadOnRank(Exception):
+    """On the process carrier: the call being served reads the real machine, which the rank's
+    process does itself (its descriptors are its own, and the kernel confines it)."""
 
 
 class TraceEvent(NamedTuple):
@@ -51,6 +57,9 @@ class Machine:
     filesystems."""
 
     epoch = WALL_EPOCH
+    # process carrier: whether the rank's import system made the call being served (None: ranks
+    # are greenlets of this process, whose stack says so)
+    reads_on_rank: Callable[[], bool] | None = None
 
     def __init__(self, fs: Filesystems, sched: Scheduler, faults: list[Fault], host: HostPaths) -> None:
         self.fs = fs
@@ -89,8 +98,12 @@ class Machine:
 
     def is_real(self, path: str) -> bool:
         """The path is read from the real disk (read-only): the Python installation, or any path
-        the import system reads."""
-        return self.host.readable(path) or from_import_system()
+        the import system reads. On the process carrier the rank's process reads it: ReadOnRank."""
+        if self.reads_on_rank is None:
+            return self.host.readable(path) or from_import_system()
+        if self.host.readable(path) or self.reads_on_rank():
+            raise ReadOnRank(path)
+        return False
 
     # -- around every operation ----------------------------------------------------------------
     def begin(self, proc: Process, op: str, path: str) -> float:

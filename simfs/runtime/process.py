@@ -88,6 +88,11 @@ class Process:
         self.sys: Any = None  # the Syscalls bound to this process
         self.dist: Any = None  # the simulated torch.distributed state of this rank
 
+    @property
+    def seed_parts(self) -> tuple[int, int, int]:
+        """(the run seed, the run's index, the rank): what this process's generators derive from."""
+        return self._seed
+
     def _stream(self, name: str) -> Random:
         seed, run, rank = self._seed
         return random.Random(derive_seed(seed, name, run, rank))

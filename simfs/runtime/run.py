@@ -19,6 +19,7 @@ from ..errors import Interrupted, OutsideSimulation, SimfsError, TaskKilled
 from ..faults import Fault
 from ..fs.filesystems import Filesystems
 from ..report import CrashInfo, HangInfo, Result, ThreadError, format_exception, user_frame
+from .carrier import ProcessCarrier
 from .dist import DistWorld
 from .hostpaths import HostPaths
 from .machine import Machine
@@ -44,6 +45,7 @@ class Settings:
     collective_latency: float
     collective_bandwidth: float
     dist_initialized: bool
+    carrier: str = "greenlet"  # "greenlet": ranks share this process; "process": each its own
 
     @property
     def world_size(self) -> int:
@@ -76,6 +78,8 @@ class Run:
         self.state = _State()
         self.stopping = False  # Ctrl-C: stop at the next switch
         self.machine.on_crash = self._record_crash
+        self.carrier = ProcessCarrier(self.machine, self.sched, self._end_process) \
+            if settings.carrier == "process" else None
         self.world = DistWorld(self.sched, settings.world_size, latency=settings.collective_latency,
                                bandwidth=settings.collective_bandwidth, timeout=settings.collective_timeout,
                                initialized=settings.dist_initialized, note=self._note_collective)
@@ -90,7 +94,8 @@ class Run:
         wall0 = _real.perf_counter()
         start = self.sched.now
         per_process = ProcessGlobals()
-        self.sched.enter = per_process.enter
+        if self.carrier is None:  # rank processes hold their own
+            self.sched.enter = per_process.enter
         sim = threading.Thread(target=self._drive, name="simfs-run", daemon=True)
         sim.start()
         interrupted = False
@@ -103,6 +108,8 @@ class Run:
             sim.join()
         finally:
             per_process.leave()
+            if self.carrier is not None:
+                self.carrier.close()
             self.machine.close()
             self.fs.choices.source = None
         wall = _real.perf_counter() - wall0
@@ -119,6 +126,8 @@ class Run:
         """Ctrl-C: every rank stops at its next operation; a rank busy in Python code without
         any is interrupted where it is."""
         self.stopping = True
+        if self.carrier is not None:
+            self.carrier.stop_running("the run was interrupted (Ctrl-C)", stacks=False)
         for _ in range(20):
             if self.state.done.wait(0.25):
                 return
@@ -143,8 +152,10 @@ class Run:
             machine.processes.append(proc)
             self.fs.proc[node].add(proc.pid, proc.pid - local_rank - 1, ["python", *sys.argv[1:]], env)
             delay = machine.faults.start_delays.get(rank, 0.0)
-            sched.spawn(self._rank_body(proc, job, args, kwargs), rank, proc, f"rank{rank}", is_main=True,
-                        start_at=sched.now + delay, gr_context=caller_context.copy())
+            body = self._rank_body(proc, job, args, kwargs) if self.carrier is None else \
+                self.carrier.start(proc, rank, job, args, kwargs)
+            sched.spawn(body, rank, proc, f"rank{rank}", is_main=True, start_at=sched.now + delay,
+                        gr_context=caller_context.copy())
 
     def _rank_body(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Callable[[], Any]:
@@ -222,6 +233,8 @@ class Run:
 
     def _record_crash(self, node: int, why: str) -> None:
         sched = self.sched
+        if self.carrier is not None:
+            self.carrier.kill_node(node, f"node {node} crashed ({why})")
         for task in sched.tasks:
             proc = task.context
             if task.is_main and proc.node == node and task.state != DONE:
@@ -233,6 +246,7 @@ class Run:
     def _supervise(self, sim: threading.Thread) -> None:
         """Wait for the simulation thread; answer draws; catch ranks stuck outside simfs."""
         sched, state, marshal, watchdog = self.sched, self.state, self.marshal, self.settings.watchdog
+        carrier = self.carrier
         last_switches, last_progress, poked = -1, _real.monotonic(), False
         while not state.done.is_set():
             if marshal is not None:
@@ -240,12 +254,18 @@ class Run:
             else:
                 state.done.wait(0.05)
             now = _real.monotonic()
-            if sched.switches != last_switches or sched.current is None:
-                last_switches, last_progress, poked = sched.switches, now, False
+            progress = sched.switches + (carrier.requests if carrier is not None else 0)
+            if progress != last_switches or sched.current is None:
+                last_switches, last_progress, poked = progress, now, False
                 continue
             if now - last_progress < watchdog:
                 continue
             task = sched.current
+            if carrier is not None:  # a process can always be stopped: kill it, with its stacks
+                carrier.stop_running(f"it ran {watchdog:g}s of real time without a simulated operation (the "
+                                     "watchdog killed it)", stacks=True)
+                last_progress = now
+                continue
             assert sim.ident is not None  # started
             stack = "".join(traceback.format_stack(sys._current_frames().get(sim.ident)))
             if not poked:
@@ -274,7 +294,7 @@ class Run:
                 returns[rank] = task.result
             elif not (isinstance(error, TaskKilled) and (rank in state.crashed or rank in state.hung)):
                 errors[rank] = error
-                tracebacks[rank] = format_exception(error)
+                tracebacks[rank] = getattr(error, "simfs_traceback", None) or format_exception(error)
         hung = {**self.world.hangs, **state.hung}
         return Result(returns=returns, errors=errors, tracebacks=tracebacks, thread_errors=thread_errors,
                       crashed=state.crashed, hung=hung,

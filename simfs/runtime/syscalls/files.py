@@ -257,6 +257,18 @@ class FileCalls(SyscallsBase):
         self._fd(fd)
         return False
 
+    def kind_of(self, fd: int) -> str:
+        """What an open descriptor names: "f" (a file) or "d" (a directory)."""
+        return self._fd(fd).kind
+
+    def holds(self, fd: int) -> bool:
+        """Whether the (live) process has ``fd`` open."""
+        return self.proc.alive and fd in self.proc.fds
+
+    def descriptors(self, low: int, high: int) -> list[int]:
+        """The simulated descriptors the process has open in [low, high)."""
+        return [fd for fd in self.proc.fds if low <= fd < high]
+
     def exit_process(self) -> None:
         """The process ends: the kernel closes what it left open (flushing dirty data)."""
         for fd in sorted(self.proc.fds):

@@ -1,0 +1,325 @@
+"""The host's side of the process carrier: it forks one process per rank and gives each a proxy
+task in the scheduler. A proxy hands its turn to its rank process, then serves the rank's requests
+one by one on the simulated machine (waiting in the scheduler when a request waits), until the rank
+returns, raises or dies. While a rank process runs, the simulation thread waits for its next
+request: exactly one thread of the cluster runs at a time."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ... import _real
+from ...confinement import Confinement
+from ...errors import OutsideSimulation, RankDied, RankError, SimfsError
+from ..machine import ReadOnRank
+from ..process import Process
+from ..syscalls import Syscalls
+from ..syscalls.dirent import ScandirIterator
+from ..waitqueue import WaitQueue
+from . import rank as rank_side
+from . import wire
+
+if TYPE_CHECKING:
+    from ..machine import Machine
+    from ..scheduler import Scheduler
+
+# what a rank may ask of its Syscalls: the public system calls, nothing else of the host's object
+SYSCALLS = frozenset(name for name in dir(Syscalls) if not name.startswith("_") and callable(getattr(Syscalls, name))
+                     and name not in ("exit_process",))
+_STACKS_GRACE = 2.0  # real seconds a stuck rank gets to write its stacks before it is killed
+
+
+_PRELOADED = ("numpy", "torch")
+
+
+def _preload() -> None:
+    """Import numpy and torch (when installed) before forking: every rank then starts with them
+    imported (a fork shares their pages; importing torch in each rank takes a second or more),
+    and their global generators seeded from the run's seed (rank.py), not at a later import."""
+    for name in _PRELOADED:
+        if name not in sys.modules and importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+
+@dataclass(eq=False)
+class RankProcess:
+    """The host's handle on one rank process."""
+
+    proc: Process
+    pid: int
+    fd: int
+    stacks: int
+    queues: dict[int, WaitQueue] = field(default_factory=dict)  # the rank's wait queues, by its key
+    signals: list[int] = field(default_factory=list)  # delivered to its handlers with the next answer
+    killed: str = ""  # why the host killed it (empty: it was not)
+    reaped: bool = False
+
+
+class _Exited(Exception):
+    """The rank process exited with status 0 without a word (exit(3) from C code)."""
+
+
+class _Forward:
+    """A rank's Python signal handler as the host's Process holds it: delivering the signal queues
+    it for the rank, whose own handler runs when its next answer arrives."""
+
+    def __init__(self, rank: RankProcess) -> None:
+        self._rank = rank
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self._rank.signals.append(signum)
+
+
+class ProcessCarrier:
+    """The rank processes of one run."""
+
+    def __init__(self, machine: Machine, sched: Scheduler, end_process: Callable[[Process, str], None]) -> None:
+        self.machine = machine
+        self.sched = sched
+        self._end_process = end_process
+        self.ranks: dict[int, RankProcess] = {}
+        self.requests = 0  # served so far: the watchdog's sign of progress
+        self.confinement: Confinement | None = None
+        self.start_seconds: list[float] = []  # real seconds from fork to a rank ready to run
+        self._importing = False  # the request being served comes from the rank's import system
+        machine.reads_on_rank = lambda: self._importing
+        self._handlers: dict[str, Callable[..., Any]] = {
+            "sys": self._sys, "check_fd": self._check_fd, "now": lambda rank: self.sched.now,
+            "elapse": self._elapse, "block": self._block, "notify_all": self._notify_all, "note": self._note,
+            "alive": self._alive, "signal": self._signal, "disposition": self._disposition, "exit": self._exit,
+        }
+
+    # -- starting ----------------------------------------------------------------------------------
+    def start(self, proc: Process, tid: int, job: Callable[..., Any], args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> Callable[[], Any]:
+        """Fork the rank's process (it confines itself and waits for its first turn); returns the
+        body of its proxy task."""
+        _preload()
+        host_end, rank_end = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
+        stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        began = _real.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            _real.close(host_end)
+            rank_side.main(rank_end, stacks, proc, tid, job, args, kwargs, keep=())
+        _real.close(rank_end)
+        rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks)
+        hello = self._receive(rank)
+        if hello[0] != "hello":
+            raise SimfsError(f"rank {proc.rank}'s process did not start: it said {hello[0]!r}")
+        self.start_seconds.append(_real.perf_counter() - began)
+        if self.confinement is None:
+            _, abi, confined, unconfined = hello
+            self.confinement = Confinement(int(abi), dict(confined), dict(unconfined))
+        return lambda: self._serve(rank)
+
+    # -- serving a rank ----------------------------------------------------------------------------
+    def _serve(self, rank: RankProcess) -> Any:
+        answer: tuple[str, Any, list[int]] = ("go", None, [])
+        try:
+            while True:
+                self._send(rank, answer)
+                message = self._receive(rank)
+                kind = message[0]
+                if kind == "call":
+                    answer = self._handle(rank, message[1], message[2:])
+                elif kind == "done":
+                    return self._load(rank, message[1])
+                elif kind == "raised":
+                    raise self._raised(message[1:])
+                elif kind == "unsendable":
+                    raise SimfsError(f"rank {rank.proc.rank} returned a {message[1]}, which cannot be sent to the "
+                                     f"host ({message[2]}); return plain data")
+                else:
+                    raise SimfsError(f"rank {rank.proc.rank} sent the host a message of unknown kind {kind!r}")
+        except _Exited:
+            return None
+        finally:
+            self._end_process(rank.proc, "its process exited")
+
+    def _handle(self, rank: RankProcess, op: Any, args: tuple[Any, ...]) -> tuple[str, Any, list[int]]:
+        self.requests += 1
+        handler = self._handlers.get(op) if isinstance(op, str) else None
+        try:
+            if handler is None:
+                raise SimfsError(f"simfs: a rank process asked the host for {op!r}, which it does not serve")
+            value = ("ok", handler(rank, *args))
+        except ReadOnRank:
+            value = ("local", None)
+        except Exception as exc:  # noqa: BLE001 - the rank's call raises it, as in a greenlet rank
+            value = ("err", exc)
+        signals, rank.signals = rank.signals, []
+        return (*value, signals)
+
+    def _send(self, rank: RankProcess, answer: tuple[str, Any, list[int]]) -> None:
+        try:
+            try:
+                wire.send(rank.fd, answer)
+            except (TypeError, AttributeError, ValueError) as exc:  # an exception that does not pickle
+                wire.send(rank.fd, ("err", SimfsError(f"{answer[1]!r} ({exc})"), answer[2]))
+        except (BrokenPipeError, ConnectionResetError):
+            self._died(rank)
+
+    def _receive(self, rank: RankProcess) -> Any:
+        data = wire.receive(rank.fd)
+        if data is None:
+            self._died(rank)
+        try:
+            return wire.load_untrusted(data)  # type: ignore[arg-type]  # not None: _died raised
+        except Exception as exc:  # noqa: BLE001 - anything unloadable ends the rank, nothing of it runs here
+            self.kill(rank, "it sent the host something other than plain data")
+            raise SimfsError(f"rank {rank.proc.rank} sent the host a message it does not load ({exc!r}): "
+                             "rank code never runs in the host") from None
+
+    def _load(self, rank: RankProcess, data: bytes) -> Any:
+        try:
+            return wire.load_untrusted(data)
+        except wire.Untrusted as exc:
+            raise SimfsError(f"rank {rank.proc.rank} returned an object that holds a {exc}: the host loads plain "
+                             "data only (rank code never runs in the host); return plain data") from None
+
+    def _raised(self, parts: tuple[Any, ...]) -> BaseException:
+        pickled, type_name, text, trace = parts
+        error: Any = None
+        if pickled is not None:
+            try:
+                error = wire.load_untrusted(pickled)
+            except Exception:  # noqa: BLE001, S110 - a class of the rank's own: described below
+                pass
+        if not isinstance(error, BaseException):
+            error = RankError(str(type_name), str(text))
+        error.simfs_traceback = str(trace)
+        return error  # type: ignore[no-any-return]  # checked just above
+
+    def _died(self, rank: RankProcess) -> None:
+        """The rank's process is gone without saying how it ended: raise what happened to it."""
+        status = self._reap(rank)
+        stacks = self._stacks(rank)
+        if rank.killed:
+            raise OutsideSimulation(f"rank {rank.proc.rank}: {rank.killed}; it was here:\n{stacks}")
+        if os.WIFSIGNALED(status):
+            died = RankDied(rank.proc.rank, os.WTERMSIG(status), stacks)
+            died.simfs_traceback = stacks  # type: ignore[attr-defined]  # read by the run's result
+            raise died
+        code = os.waitstatus_to_exitcode(status)
+        if code:
+            raise SystemExit(code)
+        raise _Exited
+
+    # -- requests ----------------------------------------------------------------------------------
+    def _sys(self, rank: RankProcess, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], importing: bool,
+             umask: int) -> Any:
+        if name not in SYSCALLS or type(args) is not tuple or type(kwargs) is not dict:
+            raise SimfsError(f"simfs: a rank process asked for system call {name!r}, which does not exist")
+        rank.proc.umask = int(umask) & 0o777
+        self._importing = bool(importing)
+        try:
+            value = getattr(rank.proc.sys, name)(*args, **kwargs)
+        finally:
+            self._importing = False
+        if isinstance(value, ScandirIterator):
+            return [(e.name, e.path, e.inode(), e._kind) for e in value]
+        return value
+
+    def _check_fd(self, rank: RankProcess, fd: Any) -> None:
+        rank.proc.sys._fd(fd)
+
+    def _elapse(self, rank: RankProcess, cost: float) -> None:
+        self.sched.elapse(float(cost))
+
+    def _block(self, rank: RankProcess, key: int, what: str, timeout: float | None) -> bool:
+        queue = rank.queues.get(key)
+        if queue is None:
+            queue = rank.queues[key] = WaitQueue(str(what))
+        return self.sched.block(queue, None if timeout is None else float(timeout))
+
+    def _notify_all(self, rank: RankProcess, key: int) -> None:
+        queue = rank.queues.get(key)
+        if queue is not None:
+            self.sched.notify_all(queue)
+
+    def _note(self, rank: RankProcess, op: str, path: str, outcome: str, rank_no: int, node: int) -> None:
+        self.machine.note(str(op), str(path), str(outcome), rank=int(rank_no), node=int(node))
+
+    def _alive(self, rank: RankProcess, pid: int) -> bool:
+        return self.machine.process_on(rank.proc.node, int(pid)) is not None
+
+    def _signal(self, rank: RankProcess, pid: int, signum: int, sender: str) -> None:
+        target = self.machine.process_on(rank.proc.node, int(pid))
+        if target is None:
+            raise ProcessLookupError(3, os.strerror(3))  # ESRCH
+        self.machine.deliver(target, int(signum), str(sender))
+
+    def _disposition(self, rank: RankProcess, signum: int, kind: str) -> None:
+        handlers = rank.proc.signal_handlers
+        handlers[int(signum)] = {"default": signal.SIG_DFL, "ignore": signal.SIG_IGN}.get(kind) or _Forward(rank)
+
+    def _exit(self, rank: RankProcess, outcome: BaseException | None) -> None:
+        if outcome is not None and not isinstance(outcome, BaseException):
+            raise SimfsError(f"simfs: a rank process exited with {outcome!r}")
+        self.kill(rank, "")
+        self.machine.end_process(rank.proc, outcome)  # ends this proxy: does not return
+
+    # -- ending --------------------------------------------------------------------------------------
+    def kill(self, rank: RankProcess, why: str) -> None:
+        """SIGKILL the rank's process (a crashed node, a stuck rank, the end of the run)."""
+        if rank.reaped:
+            return
+        rank.killed = rank.killed or why
+        try:
+            _real.kill(rank.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def kill_node(self, node: int, why: str) -> None:
+        for rank in self.ranks.values():
+            if rank.proc.node == node:
+                self.kill(rank, why)
+
+    def stop_running(self, why: str, *, stacks: bool) -> None:
+        """Kill the rank process that holds the turn (Ctrl-C, or the watchdog); with ``stacks``,
+        it first writes its threads' stacks, which its error shows."""
+        task = self.sched.current
+        rank = self.ranks.get(task.rank) if task is not None else None
+        if rank is None or rank.reaped:
+            return
+        if stacks:
+            try:
+                _real.kill(rank.pid, rank_side.STACKS_SIGNAL)
+            except ProcessLookupError:
+                return
+            deadline, size = _real.monotonic() + _STACKS_GRACE, -1
+            while _real.monotonic() < deadline:
+                _real.sleep(0.05)
+                now = _real.fstat(rank.stacks).st_size
+                if now and now == size:
+                    break
+                size = now
+        self.kill(rank, why)
+
+    def close(self) -> None:
+        """The run is over: no rank process outlives it."""
+        for rank in self.ranks.values():
+            self.kill(rank, "the run ended")
+            self._reap(rank)
+            _real.close(rank.fd)
+            _real.close(rank.stacks)
+
+    def _reap(self, rank: RankProcess) -> int:
+        if rank.reaped:
+            return 0
+        _, status = _real.waitpid(rank.pid, 0)
+        rank.reaped = True
+        return status
+
+    def _stacks(self, rank: RankProcess) -> str:
+        size = _real.fstat(rank.stacks).st_size
+        return _real.pread(rank.stacks, size, 0).decode(errors="replace") if size else "(no stacks were written)"

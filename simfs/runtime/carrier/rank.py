@@ -1,0 +1,182 @@
+"""A rank process: forked from the host, it confines itself, waits for the scheduler's first turn,
+runs the job and sends back what it returned or raised. Every intercepted call is a request to
+the host (``Link.ask``) that blocks until the scheduler answers, so exactly one thread of the
+cluster runs at a time. The process never returns into the host's code: it ends in os._exit."""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import pickle
+import random
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from greenlet import getcurrent
+
+from ... import _real
+from ...choices import derive_seed
+from ..._intercept import audit
+from ...confinement import confine
+from ...confinement.confine import WRITES
+from ...errors import SimfsError
+from ...report import format_exception
+from ..process import Process
+from ..scheduler import TASKS, Task
+from . import wire
+from .remote import LOCAL, RemoteMachine, RemoteScheduler, RemoteSyscalls
+
+STACKS_SIGNAL = signal.SIGUSR2  # the host asks a stuck rank for its threads' stacks with it
+
+
+class Link:
+    """The rank's end of its socket to the host."""
+
+    def __init__(self, fd: int, proc: Process) -> None:
+        self.fd = fd
+        self.proc = proc
+
+    def ask(self, op: str, *args: Any) -> Any:
+        wire.send(self.fd, ("call", op, *args))
+        return self.answer()
+
+    def answer(self) -> Any:
+        """Wait for the host's answer (the scheduler's turn) and act on it."""
+        data = wire.receive(self.fd)
+        if data is None:  # the host is gone: nothing may run any more
+            os._exit(0)
+        kind, value, signals = pickle.loads(data)
+        for signum in signals:  # delivered while this rank waited: its handlers run now, in it
+            handler = self.proc.signal_handlers.get(signum)
+            if callable(handler):
+                handler(signum, sys._getframe(1))
+        if kind == "err":
+            raise value
+        return LOCAL if kind == "local" else value
+
+
+class Dispositions(dict[int, Any]):
+    """The rank's signal handlers; the host learns each signal's disposition (default, ignored,
+    or a handler that runs in the rank), so that a signal sent to this rank does what it would."""
+
+    def __init__(self, initial: dict[int, Any], link: Link) -> None:
+        super().__init__(initial)
+        self._link = link
+
+    def __setitem__(self, signum: int, handler: Any) -> None:
+        super().__setitem__(signum, handler)
+        kind = "default" if handler == signal.SIG_DFL else "ignore" if handler == signal.SIG_IGN else "handler"
+        self._link.ask("disposition", signum, kind)
+
+
+def main(fd: int, stacks_fd: int, proc: Process, tid: int, job: Callable[..., Any], args: tuple[Any, ...],
+         kwargs: dict[str, Any], keep: tuple[int, ...]) -> None:
+    """The rank process from fork to exit."""
+    code = 0
+    try:
+        _shed_host_descriptors(keep=(0, 1, 2, fd, stacks_fd, *keep))
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's: it ends the ranks
+        stacks = os.fdopen(stacks_fd, "w")
+        faulthandler.enable(file=stacks, all_threads=True)
+        faulthandler.register(STACKS_SIGNAL, file=stacks, all_threads=True)
+        confinement = confine()  # before any rank code: one thread here, as the kernel needs
+        if WRITES in confinement.confined:
+            audit.trust_the_kernel()
+        link = Link(fd, proc)
+        _reseed(proc)
+        _become(link, proc, tid)
+        wire.send(fd, ("hello", confinement.landlock_abi, dict(confinement.confined), dict(confinement.unconfined)))
+        link.answer()  # the scheduler's first turn
+        wire.send(fd, _outcome(job, args, kwargs, proc))
+    except BaseException:  # noqa: BLE001 - a rank process never returns into the host's code
+        traceback.print_exc()
+        code = 70
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001, S110 - a closed or broken console: nothing to flush
+                pass
+        os._exit(code)
+
+
+def _outcome(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], proc: Process) -> Any:
+    """("done", value) or ("raised", ...) after the job and the process's atexit handlers."""
+    try:
+        try:
+            value = job(*args, **kwargs)
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                raise
+            value = None
+        finally:
+            proc.run_atexit()
+    except BaseException as exc:  # noqa: BLE001 - the rank's outcome, for the host's report
+        return ("raised", _pickled(exc), f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc),
+                format_exception(exc))
+    try:
+        return ("done", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception as exc:  # noqa: BLE001 - described to the host instead
+        return ("unsendable", f"{type(value).__module__}.{type(value).__qualname__}", str(exc))
+
+
+def _pickled(exc: BaseException) -> bytes | None:
+    try:
+        return pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - the host describes it from its type, text and traceback
+        return None
+
+
+def _shed_host_descriptors(keep: tuple[int, ...]) -> None:
+    """Every descriptor inherited from the host but ``keep`` now reads and writes /dev/null: rank
+    code cannot reach the host's files, sockets or pipes through them, and objects that still name
+    them close a harmless descriptor later."""
+    null = _real.open(os.devnull, os.O_RDWR)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep and fd != null:
+            try:
+                os.dup2(null, fd)
+            except OSError:
+                pass  # the descriptor listdir itself used, already closed
+    _real.close(null)
+
+
+def _become(link: Link, proc: Process, tid: int) -> None:
+    """Make this process's main thread the rank's task, with remote stand-ins for the host's
+    Syscalls, Machine and Scheduler."""
+    local = proc.sys
+    sched = RemoteScheduler(link.ask)
+    machine = RemoteMachine(link.ask, local.machine, sched)
+    local.machine.begin = _not_here  # type: ignore[method-assign]  # the rank's copy never simulates
+    local.machine.reads_on_rank = None  # its real reads are decided here, by this process's stack
+    proc.sys = RemoteSyscalls(link.ask, local, machine)
+    proc.signal_handlers = Dispositions(proc.signal_handlers, link)
+    proc.dist = None
+    task = Task(tid, proc.rank, proc, f"rank{proc.rank}", is_main=True)
+    TASKS.clear()
+    glet = getcurrent()
+    task.glet = glet
+    TASKS[glet] = task
+
+
+def _not_here(*args: Any) -> float:
+    raise SimfsError("simfs defect: a simulated operation ran on the rank process's copy of the machine")
+
+
+def _reseed(proc: Process) -> None:
+    """The global generators a new process seeds from the OS (Python's, numpy's, torch's default
+    one), seeded from the run's seed instead so that a run stays a function of it. torch is
+    imported before the fork (ProcessCarrier.start): seeded here, not at a later import."""
+    run_seed, run, rank = proc.seed_parts
+    seed = derive_seed(run_seed, "process", run, rank)
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(derive_seed(run_seed, "torch", run, rank))

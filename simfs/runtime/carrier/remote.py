@@ -1,0 +1,180 @@
+"""The simulation as a rank process sees it: stand-ins for the host's Syscalls, Machine and
+Scheduler whose calls are requests to the host (rank/link.py sends them and waits for the answer),
+so that simfs's interception layer works in a rank process unchanged. What the host's objects do
+on the real machine (reads of the Python installation and of what the import system opens, the
+rank's real descriptors) runs here instead, on the rank's forked copy of them: the descriptors
+are this process's, and the kernel confines what it reads."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ...errors import BypassError, SimfsError
+from ..importreads import from_import_system
+from ..process import FD_BASE, Process
+from ..syscalls.dirent import DirEntry
+
+if TYPE_CHECKING:
+    from ..machine import Machine
+    from ..syscalls import Syscalls
+    from ..waitqueue import WaitQueue
+
+Ask = Callable[..., Any]  # ask(op, *args, **kwargs): the host's answer (or its exception, raised)
+LOCAL = "local"  # the host's answer for a call on the real machine: make it here
+
+
+class RemoteScheduler:
+    """The scheduler's calls that rank code makes (virtual time, waiting, threads)."""
+
+    def __init__(self, ask: Ask) -> None:
+        self._ask = ask
+        self._keys: dict[int, tuple[WaitQueue, int]] = {}
+
+    @property
+    def now(self) -> float:
+        now: float = self._ask("now")
+        return now
+
+    def elapse(self, cost: float) -> None:
+        if cost > 0:
+            self._ask("elapse", float(cost))
+
+    def block(self, queue: WaitQueue, timeout: float | None = None) -> bool:
+        woken: bool = self._ask("block", self._key(queue), queue.what, timeout)
+        return woken
+
+    def notify_all(self, queue: WaitQueue) -> None:
+        self._ask("notify_all", self._key(queue))
+
+    def _key(self, queue: WaitQueue) -> int:
+        known = self._keys.get(id(queue))
+        if known is None or known[0] is not queue:
+            known = self._keys[id(queue)] = (queue, len(self._keys))
+        return known[1]
+
+    def enter_atomic(self) -> None:
+        """Nothing to do: a rank process's C++ state is its own, another rank may run meanwhile."""
+
+    def exit_atomic(self) -> None:
+        """See enter_atomic."""
+
+    def spawn(self, *args: Any, **kwargs: Any) -> Any:
+        raise BypassError("threading.Thread.start", "threads inside a rank are not carried by the process carrier "
+                          "yet", "run this job with Cluster(carrier='greenlet')")
+
+
+class RemoteMachine:
+    """What rank code asks of its Machine: the clock, trace notes, signals and process exit."""
+
+    def __init__(self, ask: Ask, local: Machine, sched: RemoteScheduler) -> None:
+        self._ask = ask
+        self.sched = sched
+        self.epoch = local.epoch
+        self.run_start = local.run_start
+        self.host = local.host
+
+    def now(self) -> float:
+        return self.sched.now
+
+    def wall_time(self) -> float:
+        return self.epoch + self.sched.now
+
+    def is_real(self, path: str) -> bool:
+        return self.host.readable(path) or from_import_system()
+
+    def note(self, op: str, path: str, outcome: str, rank: int = -1, node: int = -1) -> None:
+        self._ask("note", op, path, outcome, rank, node)
+
+    def process_on(self, node: int, pid: int) -> int | None:
+        """The pid when that process of the node is alive (the host's Process stays there)."""
+        alive: bool = self._ask("alive", pid)
+        return pid if alive else None
+
+    def deliver(self, target: int | Process, signum: int, sender: str) -> None:
+        self._ask("signal", target if isinstance(target, int) else target.pid, signum, sender)
+
+    def end_process(self, proc: Process, outcome: BaseException | None) -> None:
+        self._ask("exit", outcome)
+        raise SimfsError("simfs: the host did not end this rank process")  # it never answers an exit
+
+
+class RemoteSyscalls:
+    """The rank's system calls: each a request to the host, which runs it on the simulated
+    machine; calls on the real machine (the host answers LOCAL) and on the rank's own real
+    descriptors run on ``local``, the rank's copy of its Syscalls."""
+
+    def __init__(self, ask: Ask, local: Syscalls, machine: RemoteMachine) -> None:
+        self._ask = ask
+        self.local = local
+        self.proc = local.proc
+        self.machine = machine
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.local, name)
+        if name.startswith("_") or not callable(method):
+            return method
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if args and type(args[0]) is int and 0 <= args[0] < FD_BASE:
+                return method(*args, **kwargs)  # a real descriptor of this process
+            answer = self._ask("sys", name, tuple(_plain(a) for a in args),
+                               {k: _plain(v) for k, v in kwargs.items()}, from_import_system(), self.proc.umask)
+            if answer == LOCAL:
+                return method(*args, **kwargs)
+            if name in ("chdir", "fchdir"):
+                self.proc.cwd = self._ask("sys", "getcwd", (), {}, False, self.proc.umask)
+            if name == "scandir":
+                return _entries(self, answer)
+            return answer
+
+        call.__name__ = name
+        return call
+
+    def _abs(self, path: Any, dir_fd: int | None = None) -> tuple[str, bool]:
+        return self.local._abs(path, dir_fd)
+
+    def _fd(self, fd: Any) -> None:
+        self._ask("check_fd", _plain(fd))
+
+    def _real_write_refused(self, shown: Any) -> OSError:
+        return self.local._real_write_refused(shown)
+
+
+def _plain(value: Any) -> Any:
+    """An argument as plain data the host loads: paths as str or bytes, buffers as bytes, a
+    file object as its descriptor."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (memoryview, bytearray)):
+        return bytes(value)
+    if not isinstance(value, (int, str, bytes, float, tuple, list, type(None))) and hasattr(value, "fileno"):
+        return value.fileno()
+    return value
+
+
+class _Entries:
+    """os.scandir's iterator over the entries the host listed (a context manager too)."""
+
+    def __init__(self, entries: list[DirEntry]) -> None:
+        self._it = iter(entries)
+
+    def __iter__(self) -> _Entries:
+        return self
+
+    def __next__(self) -> DirEntry:
+        return next(self._it)
+
+    def __enter__(self) -> _Entries:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._it = iter(())
+
+
+def _entries(sys: RemoteSyscalls, listed: list[tuple[Any, Any, int, str]]) -> _Entries:
+    return _Entries([DirEntry(sys, name, path, ino, kind) for name, path, ino, kind in listed])

@@ -1,0 +1,89 @@
+"""Messages between the host and a rank process over a Unix socket pair: length-prefixed
+pickles. What the host reads from a rank is untrusted: it is loaded by an unpickler that can
+build plain data only (containers, numbers, text, bytes, numpy arrays, exceptions of the standard
+library and of simfs), so nothing a rank sends can run code in the host (pickle's documentation,
+"Restricting Globals"). What a rank reads from the host is trusted and loaded as is."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import struct
+from typing import Any
+
+from ... import _real
+
+_LENGTH = struct.Struct("!Q")
+_CHUNK = 1 << 20  # bytes per read(2) of a large message
+# classes a rank's message may name, by module: plain data only (their construction runs no code
+# the rank chose)
+_PLAIN: dict[str, frozenset[str]] = {
+    "builtins": frozenset({"complex", "bytearray", "frozenset", "set", "range", "slice", "object"}),
+    "collections": frozenset({"OrderedDict", "deque"}),
+    "copyreg": frozenset({"_reconstructor"}),
+    "datetime": frozenset({"date", "datetime", "time", "timedelta", "timezone"}),
+    "decimal": frozenset({"Decimal"}),
+    "fractions": frozenset({"Fraction"}),
+    "pathlib": frozenset({"PurePath", "PurePosixPath", "PosixPath", "Path"}),
+    "os": frozenset({"stat_result", "statvfs_result", "times_result", "uname_result"}),
+    "numpy": frozenset({"ndarray", "dtype"}),
+    "numpy.core.multiarray": frozenset({"_reconstruct", "scalar"}),
+    "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}),
+    "numpy.dtypes": frozenset({"Float64DType", "Float32DType", "Float16DType", "Int64DType", "Int32DType",
+                               "Int16DType", "Int8DType", "UInt8DType", "UInt16DType", "UInt32DType",
+                               "UInt64DType", "BoolDType", "Complex64DType", "Complex128DType", "BytesDType",
+                               "StrDType"}),
+}
+_EXCEPTION_MODULES = ("builtins", "simfs.errors")
+
+
+class Untrusted(pickle.UnpicklingError):
+    """A rank's message names something the host does not load."""
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if name in _PLAIN.get(module, ()):
+            return super().find_class(module, name)
+        if module in _EXCEPTION_MODULES:
+            cls = super().find_class(module, name)
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                return cls
+        raise Untrusted(f"{module}.{name}")
+
+
+def load_untrusted(data: bytes) -> Any:
+    """A rank's message as plain data; raises Untrusted naming a class it may not hold."""
+    return _PlainUnpickler(io.BytesIO(data)).load()
+
+
+def send(fd: int, message: Any) -> None:
+    """Write one message (a whole pickle) to the socket ``fd``."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_LENGTH.pack(len(data)) + data)
+    while view:
+        view = view[_real.write(fd, view):]
+
+
+def receive(fd: int) -> bytes | None:
+    """The next message's bytes, or None when the other end is gone (closed, or its process died)."""
+    head = _read_exactly(fd, _LENGTH.size)
+    if head is None:
+        return None
+    (size,) = _LENGTH.unpack(head)
+    return _read_exactly(fd, size)
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    parts: list[bytes] = []
+    left = size
+    while left:
+        try:
+            part = _real.read(fd, min(left, _CHUNK))
+        except ConnectionResetError:
+            return None
+        if not part:
+            return None
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)

@@ -1,0 +1,165 @@
+"""Jobs for tests/test_process_carrier.py, run by a host in a subprocess: each tries something a
+greenlet rank could do to the host, or checks what a rank process owns."""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import gc
+import json
+import os
+import random
+import sys
+import time
+import weakref
+from typing import Any
+
+CANARY = os.environ.get("SIMFS_TEST_CANARY", "/nonexistent/canary")
+PORT = int(os.environ.get("SIMFS_TEST_PORT", "0"))
+
+
+def rank() -> int:
+    return int(os.environ["RANK"])
+
+
+def segfault() -> str:
+    if rank() == 1:
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+    time.sleep(1)
+    return "survived"
+
+
+def abort() -> str:
+    if rank() == 0:
+        ctypes.CDLL(None).abort()
+    return "survived"
+
+
+def escape_attempts() -> dict[str, Any]:
+    """Reach the real machine past simfs's Python-level routing: libc through ctypes, a raw
+    socket through libc, and torch's C++ archive writer to a real path."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    out: dict[str, Any] = {}
+    fd = libc.open(CANARY.encode(), os.O_WRONLY | os.O_CREAT, 0o644)
+    out["libc_open"] = (fd, ctypes.get_errno())
+    sock = libc.socket(2, 1, 0)  # AF_INET, SOCK_STREAM
+    out["libc_socket"] = (sock, ctypes.get_errno())
+    import torch
+
+    os.makedirs(os.path.dirname(CANARY), exist_ok=True)  # on the simulated machine
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), CANARY + ".pt")
+    out["jit_saved_in_simulation"] = os.path.exists(CANARY + ".pt")
+    try:
+        import socket
+
+        socket.create_connection(("127.0.0.1", PORT), timeout=1)
+        out["tcp"] = "connected"
+    except BaseException as exc:  # noqa: BLE001 - what happened is the result
+        out["tcp"] = type(exc).__name__
+    return out
+
+
+def leave_things_behind() -> str:
+    """What a rank leaves in its interpreter: a patched stdlib function, a planted module, a gc
+    callback, a finalizer and an atexit handler that would write the canary."""
+    def write_canary(*args: Any) -> None:
+        with open(CANARY, "w") as f:  # noqa: PTH123 - the builtin open is what a rank would call
+            f.write("escaped")
+
+    os.path.join = lambda *parts: "/patched"  # type: ignore[assignment]
+    sys.modules["json"] = None  # type: ignore[assignment]
+    gc.callbacks.append(write_canary)
+
+    class Holder:
+        pass
+
+    holder = Holder()
+    weakref.finalize(holder, write_canary)
+    sys.modules["_simfs_test_holder"] = holder  # type: ignore[assignment]
+    import atexit
+
+    atexit.register(write_canary)
+    return "left"
+
+
+def generators() -> tuple[float, float, float]:
+    import numpy as np
+    import torch
+
+    if rank() == 0 and os.environ.get("SEED_RANK0") == "1":
+        torch.manual_seed(123)
+        np.random.seed(5)
+        random.seed(7)
+    time.sleep(1)  # rank 0 seeds before rank 1 draws
+    return torch.rand(1).item(), float(np.random.rand()), random.random()
+
+
+def clocks() -> dict[str, float]:
+    time.sleep(5)
+    return {
+        "time": time.time(), "monotonic": time.monotonic(), "perf_counter": time.perf_counter(),
+        "realtime": time.clock_gettime(time.CLOCK_REALTIME), "boottime": time.clock_gettime(time.CLOCK_BOOTTIME),
+        "now": datetime.datetime.now(datetime.timezone.utc).timestamp(), "process_time": time.process_time(),
+    }
+
+
+def gil_loop() -> str:
+    if rank() == 0:
+        while True:  # never calls anything simfs sees, never releases the GIL for long
+            pass
+    return "done"
+
+
+def swallowing_loop() -> str:
+    """Swallows every exception raised into it (Ctrl-C, simfs's OutsideSimulation)."""
+    if rank() == 0:
+        while True:
+            try:
+                sum(range(1000))
+            except BaseException:  # noqa: BLE001, S112 - the point: it swallows everything
+                continue
+    return "done"
+
+
+def files() -> list[str]:
+    os.makedirs("/shared/out", exist_ok=True)
+    with open(f"/shared/out/{rank()}", "w") as f:  # noqa: PTH123
+        f.write(json.dumps({"rank": rank()}))
+    time.sleep(0.5)
+    return sorted(os.listdir("/shared/out"))
+
+
+class Custom(Exception):
+    pass
+
+
+def raises() -> None:
+    if rank() == 0:
+        os.mkdir("/shared")  # exists: FileExistsError
+    raise Custom("a class of the job's own")
+
+
+class Payload:
+    pass
+
+
+def returns_object() -> Payload:
+    return Payload()
+
+
+def forges_its_answer() -> str:
+    """Sends the host, on the rank's own socket, a pickle that would run a command there."""
+    import pickle
+
+    from simfs.runtime.carrier import rank as rank_side
+    from simfs.runtime.carrier import wire
+
+    link = next(o for o in gc.get_objects() if isinstance(o, rank_side.Link))
+
+    class Evil:
+        def __reduce__(self) -> tuple[Any, tuple[str]]:
+            return os.system, (f"touch {CANARY}",)
+
+    wire.send(link.fd, ("done", pickle.dumps(Evil())))
+    time.sleep(60)
+    return "unreached"

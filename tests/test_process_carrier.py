@@ -1,0 +1,202 @@
+"""The process carrier (Cluster(carrier="process")): every rank a real OS process confined by the
+kernel. Each escape test runs the host in a subprocess and checks it from outside afterwards:
+its exit status, canary files, a listening canary socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import missing
+
+import simfs
+from simfs.confinement import landlock
+from simfs.errors import RankError, SimfsError
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture(autouse=True)
+def _needs_landlock() -> None:
+    if not landlock.abi():
+        missing("landlock", "the process carrier's escape tests need a kernel with Landlock (Linux 5.13+)")
+
+
+@pytest.fixture
+def canary(tmp_path: Path) -> Path:
+    return tmp_path / "canary"
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    sock.settimeout(0.5)
+    yield sock
+    sock.close()
+
+
+def host(job: str, canary: Path, *, port: int = 0, ranks: int = 2, watchdog: float = 60.0,
+         env: dict[str, str] | None = None, then: str = "") -> dict[str, Any]:
+    """Run ``_carrier_jobs.<job>`` on a 1-node cluster of process ranks in a fresh Python: the
+    host's exit status, and what it printed of the result (JSON), checked after it exited."""
+    script = textwrap.dedent(f"""
+        import json, sys
+        import simfs, _carrier_jobs
+        result = simfs.Cluster(1, {ranks}, carrier="process", watchdog={watchdog}).run(_carrier_jobs.{job})
+        out = {{"returns": result.returns, "errors": {{r: [type(e).__name__, str(e)] for r, e in result.errors.items()}},
+               "tracebacks": result.tracebacks}}
+        {then}
+        print(json.dumps(out, default=repr))
+    """)
+    environment = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+                   "SIMFS_TEST_CANARY": str(canary), "SIMFS_TEST_PORT": str(port), **(env or {})}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["stderr"] = proc.stderr
+    return out
+
+
+def test_a_segfault_is_a_dead_rank_with_its_stack(canary: Path) -> None:
+    out = host("segfault", canary)
+    assert out["returns"] == {"0": "survived"}
+    kind, message = out["errors"]["1"]
+    assert kind == "RankDied" and "SIGSEGV" in message
+    assert "in segfault" in out["tracebacks"]["1"]  # faulthandler's Python stack of the rank
+
+
+def test_an_abort_is_a_dead_rank_with_its_stack(canary: Path) -> None:
+    out = host("abort", canary)
+    assert out["returns"] == {"1": "survived"}
+    kind, message = out["errors"]["0"]
+    assert kind == "RankDied" and "SIGABRT" in message and "in abort" in message
+
+
+def test_the_kernel_refuses_what_python_routing_misses(canary: Path, listener: socket.socket) -> None:
+    out = host("escape_attempts", canary, port=listener.getsockname()[1])
+    attempts = out["returns"]["0"]
+    fd, err = attempts["libc_open"]
+    assert fd == -1 and err in (1, 13)  # EPERM or EACCES: Landlock
+    sock, err = attempts["libc_socket"]
+    assert sock == -1 and err == 13  # EACCES: the seccomp filter
+    assert attempts["jit_saved_in_simulation"] is True
+    assert attempts["tcp"] in ("BypassError", "PermissionError")
+    assert not canary.exists() and not Path(f"{canary}.pt").exists()
+    with pytest.raises(TimeoutError):
+        listener.accept()
+
+
+def test_what_a_rank_leaves_behind_is_gone_with_its_process(canary: Path) -> None:
+    then = """
+        import os.path, gc, atexit
+        out["host"] = [os.path.join("a", "b"), sys.modules.get("json") is json, len(gc.callbacks),
+                       "_simfs_test_holder" in sys.modules]
+        gc.collect()
+    """
+    out = host("leave_things_behind", canary, then=textwrap.indent(textwrap.dedent(then), "        ").strip())
+    assert out["returns"] == {"0": "left", "1": "left"}
+    assert out["host"][:2] == ["a/b", True] and out["host"][3] is False
+    assert not canary.exists()
+
+
+def test_a_ranks_seed_changes_no_other_generator() -> None:
+    import numpy as np
+    import torch
+
+    def draws(seed_rank0: bool) -> dict[int, Any]:
+        os.environ["SEED_RANK0"] = "1" if seed_rank0 else "0"
+        try:
+            result = simfs.Cluster(1, 2, carrier="process", seed=3).run(_jobs().generators)
+        finally:
+            del os.environ["SEED_RANK0"]
+        assert not result.errors, result.tracebacks
+        return result.returns
+
+    host_state = (torch.get_rng_state().clone(), np.random.get_state()[1].copy())
+    quiet, seeded = draws(False), draws(True)
+    assert seeded[1] == quiet[1]  # rank 1's generators did not see rank 0's seeds
+    assert seeded[0] != quiet[0]
+    assert seeded[0][0] == pytest.approx(torch.Generator().manual_seed(123).initial_seed() and
+                                         torch.rand(1, generator=torch.Generator().manual_seed(123)).item())
+    assert torch.equal(torch.get_rng_state(), host_state[0])
+    assert (np.random.get_state()[1] == host_state[1]).all()
+    assert quiet[0] != quiet[1]  # each rank's generators are its own
+    assert draws(False) == quiet  # and a function of the seed
+
+
+def test_every_clock_a_rank_reads_is_virtual() -> None:
+    result = simfs.Cluster(1, 1, carrier="process").run(_jobs().clocks)
+    assert not result.errors, result.tracebacks
+    read = result.returns[0]
+    epoch = 1_767_225_600.0  # what time.time() reads at virtual 0 (simfs.runtime.machine.WALL_EPOCH)
+    for name in ("time", "realtime", "now"):
+        assert read[name] == pytest.approx(epoch + 5, abs=0.5), name
+    assert read["monotonic"] == pytest.approx(read["boottime"], abs=0.5)
+    assert read["process_time"] == pytest.approx(5, abs=0.5)
+
+
+@pytest.mark.parametrize("job", ["gil_loop", "swallowing_loop"])
+def test_a_rank_that_never_yields_is_killed_by_the_watchdog(job: str, canary: Path) -> None:
+    out = host(job, canary, watchdog=2.0)
+    assert out["returns"] == {"1": "done"}
+    kind, message = out["errors"]["0"]
+    assert kind == "OutsideSimulation" and "watchdog" in message and f"in {job}" in message
+
+
+def test_the_same_seed_gives_the_same_run_and_replay() -> None:
+    runs = [simfs.Cluster(2, 2, carrier="process", seed=11).run(_jobs().files) for _ in range(2)]
+    assert runs[0].returns == runs[1].returns == {r: ["0", "1", "2", "3"] for r in range(4)}
+    assert [str(e) for e in runs[0].trace] == [str(e) for e in runs[1].trace]
+    again = simfs.replay(runs[0].replay)
+    assert [str(e) for e in again.trace] == [str(e) for e in runs[0].trace]
+
+
+def test_exceptions_come_back_as_their_type_or_described() -> None:
+    result = simfs.Cluster(1, 2, carrier="process").run(_jobs().raises)
+    assert isinstance(result.errors[0], FileExistsError)
+    assert isinstance(result.errors[1], RankError) and result.errors[1].type_name == "_carrier_jobs.Custom"
+    assert "raise Custom" in result.tracebacks[1]
+
+
+def test_a_returned_object_of_the_jobs_own_class_is_refused_by_name() -> None:
+    result = simfs.Cluster(1, 1, carrier="process").run(_jobs().returns_object)
+    assert isinstance(result.errors[0], SimfsError) and "_carrier_jobs.Payload" in str(result.errors[0])
+
+
+def test_a_forged_pickle_runs_nothing_in_the_host(canary: Path) -> None:
+    out = host("forges_its_answer", canary, ranks=1)
+    kind, message = out["errors"]["0"]
+    assert kind == "SimfsError" and "system" in message and "plain data" in message
+    assert not canary.exists()
+
+
+def test_a_node_crash_kills_its_processes() -> None:
+    result = simfs.Cluster(2, 1, carrier="process", faults=[simfs.CrashNode(node=1, at_time=0.2)]).run(
+        _jobs().files)
+    assert set(result.crashed) == {1} and set(result.returns) == {0}
+    with pytest.raises(ChildProcessError):  # every rank process was reaped: none outlives the run
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_errors_name_the_carrier() -> None:
+    with pytest.raises(simfs.ConfigError, match="carrier"):
+        simfs.Cluster(carrier="thread")
+
+
+def _jobs() -> Any:
+    import importlib
+
+    sys.path.insert(0, str(TESTS))
+    return importlib.import_module("_carrier_jobs")
+
