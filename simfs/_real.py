@@ -33,3 +33,4 @@ perf_counter = time.perf_counter
 sleep = time.sleep
 time_time = time.time
 allocate_lock = _thread.allocate_lock
+start_new_thread = _thread.start_new_thread

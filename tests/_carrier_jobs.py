@@ -160,6 +160,45 @@ def forges_its_answer() -> str:
         def __reduce__(self) -> tuple[Any, tuple[str]]:
             return os.system, (f"touch {CANARY}",)
 
-    wire.send(link.fd, ("done", pickle.dumps(Evil())))
+    from simfs.runtime.scheduler import current_task
+
+    task = current_task()
+    assert task is not None
+    wire.send(link.fd, ("done", task.tid, pickle.dumps(Evil())))
     time.sleep(60)
     return "unreached"
+
+
+def threads() -> tuple[list[int], list[int], str]:
+    """A pool, a joined thread, a lock, a queue fed by a daemon thread: OS threads of the rank
+    process, scheduled one at a time by the host."""
+    import queue
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    done: list[int] = []
+    lock = threading.Lock()
+
+    def work(i: int) -> int:
+        time.sleep(0.1 * (5 - i))
+        with lock:
+            done.append(i)
+        return i * i
+
+    with ThreadPoolExecutor(3) as pool:
+        squares = list(pool.map(work, range(5)))
+    late: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: (time.sleep(1), late.put("late")), daemon=True).start()
+    return squares, done, late.get()
+
+
+def outlived_by_a_thread() -> str:
+    def write() -> None:
+        time.sleep(2)
+        with open("/shared/written-after-main", "w") as f:  # noqa: PTH123
+            f.write("x")
+
+    import threading
+
+    threading.Thread(target=write).start()
+    return "main returned"

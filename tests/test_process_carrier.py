@@ -200,3 +200,20 @@ def _jobs() -> Any:
     sys.path.insert(0, str(TESTS))
     return importlib.import_module("_carrier_jobs")
 
+
+
+def test_threads_of_a_rank_process_are_scheduled_like_ranks() -> None:
+    cluster = simfs.Cluster(1, 2, carrier="process", seed=5)
+    result = cluster.run(_jobs().threads)
+    assert not result.errors and not result.thread_errors, result.tracebacks
+    for rank in (0, 1):
+        squares, done, late = result.returns[rank]
+        assert squares == [0, 1, 4, 9, 16] and sorted(done) == [0, 1, 2, 3, 4] and late == "late"
+    again = simfs.Cluster(1, 2, carrier="process", seed=5).run(_jobs().threads)
+    assert [str(e) for e in again.trace] == [str(e) for e in result.trace]
+
+
+def test_a_process_exits_after_its_non_daemon_threads() -> None:
+    cluster = simfs.Cluster(1, 1, carrier="process")
+    assert cluster.run(_jobs().outlived_by_a_thread).returns == {0: "main returned"}
+    assert cluster.run(os.path.exists, "/shared/written-after-main").returns == {0: True}

@@ -120,9 +120,8 @@ def _start(self: threading.Thread) -> None:
     if started.is_set():
         raise RuntimeError("threads can only be started once")
     child = _sched(task).spawn(lambda: _thread_main(self), task.rank, task.context, f"rank{task.rank}/{self.name}",
-                               is_main=False, gr_context=contextvars.copy_context())
+                               is_main=False, gr_context=contextvars.copy_context(), daemon=self.daemon)
     child.owner = self
-    child.daemon = self.daemon
     self._simfs_task = child  # type: ignore[attr-defined]  # ours: the thread's task, for join and is_alive
     self._ident = ident_of(child)  # type: ignore[attr-defined]  # Thread's private state, as start() sets it
     if hasattr(self, "_native_id"):
@@ -152,8 +151,7 @@ def _start_new_thread(task: Task, function: Any, args: tuple[Any, ...], kwargs: 
     """_thread.start_new_thread inside a rank: a simulated thread of the same rank."""
     child = _sched(task).spawn(lambda: function(*args, **(kwargs or {})), task.rank, task.context,
                                f"rank{task.rank}/{getattr(function, '__name__', 'thread')}", is_main=False,
-                               gr_context=contextvars.copy_context())
-    child.daemon = True  # as a _thread thread: nothing joins it at exit
+                               gr_context=contextvars.copy_context(), daemon=True)  # nothing joins it at exit
     return ident_of(child)
 
 

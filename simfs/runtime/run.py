@@ -153,7 +153,7 @@ class Run:
             self.fs.proc[node].add(proc.pid, proc.pid - local_rank - 1, ["python", *sys.argv[1:]], env)
             delay = machine.faults.start_delays.get(rank, 0.0)
             body = self._rank_body(proc, job, args, kwargs) if self.carrier is None else \
-                self.carrier.start(proc, rank, job, args, kwargs)
+                self.carrier.start(proc, job, args, kwargs)
             sched.spawn(body, rank, proc, f"rank{rank}", is_main=True, start_at=sched.now + delay,
                         gr_context=caller_context.copy())
 

@@ -186,9 +186,15 @@ class Scheduler:
         return event
 
     # -- tasks -----------------------------------------------------------------------------
+    @property
+    def next_tid(self) -> int:
+        """The id the next spawned task gets."""
+        return self._next_tid
+
     def spawn(self, fn: Callable[[], Any], rank: int, context: Any, name: str, *,
-              is_main: bool, start_at: float | None = None, gr_context: Any = None) -> Task:
+              is_main: bool, start_at: float | None = None, gr_context: Any = None, daemon: bool = False) -> Task:
         task = Task(self._next_tid, rank, context, name, is_main)
+        task.daemon = daemon
         self._next_tid += 1
 
         def body() -> None:

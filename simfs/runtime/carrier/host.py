@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -20,6 +21,7 @@ from ...confinement import Confinement
 from ...errors import OutsideSimulation, RankDied, RankError, SimfsError
 from ..machine import ReadOnRank
 from ..process import Process
+from ..scheduler import DONE
 from ..syscalls import Syscalls
 from ..syscalls.dirent import ScandirIterator
 from ..waitqueue import WaitQueue
@@ -56,7 +58,7 @@ class RankProcess:
     fd: int
     stacks: int
     queues: dict[int, WaitQueue] = field(default_factory=dict)  # the rank's wait queues, by its key
-    signals: list[int] = field(default_factory=list)  # delivered to its handlers with the next answer
+    signals: list[int] = field(default_factory=list)  # for its handlers, with its main thread's next answer
     killed: str = ""  # why the host killed it (empty: it was not)
     reaped: bool = False
 
@@ -93,10 +95,11 @@ class ProcessCarrier:
             "sys": self._sys, "check_fd": self._check_fd, "now": lambda rank: self.sched.now,
             "elapse": self._elapse, "block": self._block, "notify_all": self._notify_all, "note": self._note,
             "alive": self._alive, "signal": self._signal, "disposition": self._disposition, "exit": self._exit,
+            "spawn": self._spawn, "busy_threads": self._busy_threads,
         }
 
     # -- starting ----------------------------------------------------------------------------------
-    def start(self, proc: Process, tid: int, job: Callable[..., Any], args: tuple[Any, ...],
+    def start(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> Callable[[], Any]:
         """Fork the rank's process (it confines itself and waits for its first turn); returns the
         body of its proxy task."""
@@ -109,7 +112,7 @@ class ProcessCarrier:
         pid = os.fork()
         if pid == 0:
             _real.close(host_end)
-            rank_side.main(rank_end, stacks, proc, tid, job, args, kwargs, keep=())
+            rank_side.main(rank_end, stacks, proc, self.sched.next_tid, job, args, kwargs, keep=())
         _real.close(rank_end)
         rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks)
         hello = self._receive(rank)
@@ -123,48 +126,55 @@ class ProcessCarrier:
 
     # -- serving a rank ----------------------------------------------------------------------------
     def _serve(self, rank: RankProcess) -> Any:
-        answer: tuple[str, Any, list[int]] = ("go", None, [])
+        """The body of a proxy task: the main thread of a rank process, or a thread it started."""
+        task = self.sched.current
+        assert task is not None  # a proxy runs as a task
+        answer: tuple[str, Any] = ("go", None)
         try:
             while True:
-                self._send(rank, answer)
+                signals: list[int] = []
+                if task.is_main:
+                    signals, rank.signals = rank.signals, []
+                self._send(rank, task.tid, answer, signals)
                 message = self._receive(rank)
-                kind = message[0]
+                kind, tid = message[0], message[1]
+                if tid != task.tid:
+                    raise SimfsError(f"rank {rank.proc.rank}'s thread {tid} spoke while thread {task.tid} had the turn")
                 if kind == "call":
-                    answer = self._handle(rank, message[1], message[2:])
+                    answer = self._handle(rank, message[2], message[3:])
                 elif kind == "done":
-                    return self._load(rank, message[1])
+                    return self._load(rank, message[2])
                 elif kind == "raised":
-                    raise self._raised(message[1:])
+                    raise self._raised(message[2:])
                 elif kind == "unsendable":
-                    raise SimfsError(f"rank {rank.proc.rank} returned a {message[1]}, which cannot be sent to the "
-                                     f"host ({message[2]}); return plain data")
+                    raise SimfsError(f"rank {rank.proc.rank} returned a {message[2]}, which cannot be sent to the "
+                                     f"host ({message[3]}); return plain data")
                 else:
                     raise SimfsError(f"rank {rank.proc.rank} sent the host a message of unknown kind {kind!r}")
         except _Exited:
             return None
         finally:
-            self._end_process(rank.proc, "its process exited")
+            if task.is_main:
+                self._end_process(rank.proc, "its process exited")
 
-    def _handle(self, rank: RankProcess, op: Any, args: tuple[Any, ...]) -> tuple[str, Any, list[int]]:
+    def _handle(self, rank: RankProcess, op: Any, args: tuple[Any, ...]) -> tuple[str, Any]:
         self.requests += 1
         handler = self._handlers.get(op) if isinstance(op, str) else None
         try:
             if handler is None:
                 raise SimfsError(f"simfs: a rank process asked the host for {op!r}, which it does not serve")
-            value = ("ok", handler(rank, *args))
+            return ("ok", handler(rank, *args))
         except ReadOnRank:
-            value = ("local", None)
+            return ("local", None)
         except Exception as exc:  # noqa: BLE001 - the rank's call raises it, as in a greenlet rank
-            value = ("err", exc)
-        signals, rank.signals = rank.signals, []
-        return (*value, signals)
+            return ("err", exc)
 
-    def _send(self, rank: RankProcess, answer: tuple[str, Any, list[int]]) -> None:
+    def _send(self, rank: RankProcess, tid: int, answer: tuple[str, Any], signals: list[int]) -> None:
         try:
             try:
-                wire.send(rank.fd, answer)
-            except (TypeError, AttributeError, ValueError) as exc:  # an exception that does not pickle
-                wire.send(rank.fd, ("err", SimfsError(f"{answer[1]!r} ({exc})"), answer[2]))
+                wire.send(rank.fd, (tid, *answer, signals))
+            except (TypeError, AttributeError, ValueError, pickle.PicklingError) as exc:  # an unpicklable exception
+                wire.send(rank.fd, (tid, "err", SimfsError(f"{answer[1]!r} ({exc})"), signals))
         except (BrokenPipeError, ConnectionResetError):
             self._died(rank)
 
@@ -228,6 +238,17 @@ class ProcessCarrier:
         if isinstance(value, ScandirIterator):
             return [(e.name, e.path, e.inode(), e._kind) for e in value]
         return value
+
+    def _spawn(self, rank: RankProcess, name: str, daemon: bool) -> int:
+        proc = rank.proc
+        task = self.sched.spawn(lambda: self._serve(rank), proc.rank, proc, f"rank{proc.rank}/{name}", is_main=False,
+                                daemon=bool(daemon))
+        return task.tid
+
+    def _busy_threads(self, rank: RankProcess) -> list[int]:
+        sched = self.sched
+        return [t.tid for t in sched.threads.get(rank.proc.rank, ())
+                if not t.daemon and t.state != DONE and sched.progressing(t)]
 
     def _check_fd(self, rank: RankProcess, fd: Any) -> None:
         rank.proc.sys._fd(fd)

@@ -33,22 +33,29 @@ STACKS_SIGNAL = signal.SIGUSR2  # the host asks a stuck rank for its threads' st
 
 
 class Link:
-    """The rank's end of its socket to the host."""
+    """The rank's end of its socket to the host, shared by the process's threads. Exactly one of
+    them runs at a time: the one that sent last reads the host's next answer; an answer for another
+    thread is handed to it (its baton released) and the reader waits for its own."""
 
     def __init__(self, fd: int, proc: Process) -> None:
         self.fd = fd
         self.proc = proc
+        self._batons: dict[int, Any] = {}  # tid -> a real lock, held while that thread waits
+        self._mail: dict[int, tuple[str, Any, list[int]]] = {}
 
     def ask(self, op: str, *args: Any) -> Any:
-        wire.send(self.fd, ("call", op, *args))
-        return self.answer()
+        tid = _tid()
+        wire.send(self.fd, ("call", tid, op, *args))
+        return self.answer(tid)
 
-    def answer(self) -> Any:
-        """Wait for the host's answer (the scheduler's turn) and act on it."""
-        data = wire.receive(self.fd)
-        if data is None:  # the host is gone: nothing may run any more
-            os._exit(0)
-        kind, value, signals = pickle.loads(data)
+    def tell(self, message: tuple[Any, ...]) -> None:
+        """Send a message that has no answer (a thread's last): the caller then reads for the
+        others until it hands the turn over."""
+        wire.send(self.fd, message)
+
+    def answer(self, tid: int) -> Any:
+        """Wait for the host's answer to thread ``tid`` (the scheduler's turn) and act on it."""
+        kind, value, signals = self._next_for(tid)
         for signum in signals:  # delivered while this rank waited: its handlers run now, in it
             handler = self.proc.signal_handlers.get(signum)
             if callable(handler):
@@ -56,6 +63,40 @@ class Link:
         if kind == "err":
             raise value
         return LOCAL if kind == "local" else value
+
+    def hand_over(self) -> None:
+        """A finished thread: read until the answer for another thread of this process comes."""
+        self._next_for(None)
+
+    def add_thread(self, tid: int) -> None:
+        baton = _real.allocate_lock()
+        baton.acquire()
+        self._batons[tid] = baton
+
+    def wait_turn(self, tid: int) -> None:
+        """A new thread's first turn: whichever thread reads the host's answer hands it over."""
+        self._batons[tid].acquire()
+        self._mail.pop(tid)
+
+    def _next_for(self, tid: int | None) -> tuple[str, Any, list[int]]:
+        data = wire.receive(self.fd)
+        if data is None:  # the host is gone: nothing may run any more
+            os._exit(0)
+        to, kind, value, signals = pickle.loads(data)
+        if to == tid:
+            return kind, value, signals
+        self._mail[to] = (kind, value, signals)
+        self._batons[to].release()
+        if tid is None:
+            return "", None, []
+        self._batons[tid].acquire()
+        return self._mail.pop(tid)
+
+
+def _tid() -> int:
+    task = TASKS.get(getcurrent())
+    assert task is not None, "a rank process's request from a thread that is not one of its tasks"
+    return task.tid
 
 
 class Dispositions(dict[int, Any]):
@@ -86,11 +127,13 @@ def main(fd: int, stacks_fd: int, proc: Process, tid: int, job: Callable[..., An
         if WRITES in confinement.confined:
             audit.trust_the_kernel()
         link = Link(fd, proc)
+        link.add_thread(tid)
         _reseed(proc)
         _become(link, proc, tid)
         wire.send(fd, ("hello", confinement.landlock_abi, dict(confinement.confined), dict(confinement.unconfined)))
-        link.answer()  # the scheduler's first turn
-        wire.send(fd, _outcome(job, args, kwargs, proc))
+        link.answer(tid)  # the scheduler's first turn
+        kind, *outcome = _outcome(lambda: _main_thread(job, args, kwargs, proc))
+        wire.send(fd, (kind, tid, *outcome))
     except BaseException:  # noqa: BLE001 - a rank process never returns into the host's code
         traceback.print_exc()
         code = 70
@@ -103,17 +146,42 @@ def main(fd: int, stacks_fd: int, proc: Process, tid: int, job: Callable[..., An
         os._exit(code)
 
 
-def _outcome(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], proc: Process) -> Any:
-    """("done", value) or ("raised", ...) after the job and the process's atexit handlers."""
+def _main_thread(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], proc: Process) -> Any:
+    """The job, then what a process does when its main thread is done: wait for its non-daemon
+    threads that still make progress, and run its atexit handlers."""
     try:
-        try:
-            value = job(*args, **kwargs)
-        except SystemExit as exc:
-            if exc.code not in (0, None):
-                raise
-            value = None
-        finally:
-            proc.run_atexit()
+        return job(*args, **kwargs)
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise
+        return None
+    finally:
+        sched: RemoteScheduler = proc.sys.machine.sched
+        sched.wait_for_threads()
+        proc.run_atexit()
+
+
+def thread_main(link: Link, task: Task, fn: Callable[[], Any]) -> None:
+    """A thread the rank started, on an OS thread of its own: it waits for its first turn, runs,
+    wakes its joiners, and tells the host how it ended."""
+    TASKS[getcurrent()] = task
+    sched: RemoteScheduler = task.context.sys.machine.sched
+    try:
+        link.wait_turn(task.tid)
+    except BaseException:  # noqa: BLE001 - the run ended before the thread's first turn
+        return
+    kind, *outcome = _outcome(fn)
+    task.state = "done"
+    if task.finished.waiters:
+        sched.notify_all(task.finished)
+    link.tell((kind, task.tid, *outcome))
+    link.hand_over()
+
+
+def _outcome(body: Callable[[], Any]) -> tuple[Any, ...]:
+    """("done", value) or ("raised", ...): what the host learns of how a thread of control ended."""
+    try:
+        value = body()
     except BaseException as exc:  # noqa: BLE001 - the rank's outcome, for the host's report
         return ("raised", _pickled(exc), f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc),
                 format_exception(exc))
@@ -149,14 +217,19 @@ def _become(link: Link, proc: Process, tid: int) -> None:
     """Make this process's main thread the rank's task, with remote stand-ins for the host's
     Syscalls, Machine and Scheduler."""
     local = proc.sys
-    sched = RemoteScheduler(link.ask)
+    task = Task(tid, proc.rank, proc, f"rank{proc.rank}", is_main=True)
+
+    def start_thread(thread: Task, fn: Callable[[], Any]) -> None:
+        link.add_thread(thread.tid)
+        _real.start_new_thread(thread_main, (link, thread, fn))
+
+    sched = RemoteScheduler(link.ask, start_thread, task)
     machine = RemoteMachine(link.ask, local.machine, sched)
     local.machine.begin = _not_here  # type: ignore[method-assign]  # the rank's copy never simulates
     local.machine.reads_on_rank = None  # its real reads are decided here, by this process's stack
     proc.sys = RemoteSyscalls(link.ask, local, machine)
     proc.signal_handlers = Dispositions(proc.signal_handlers, link)
     proc.dist = None
-    task = Task(tid, proc.rank, proc, f"rank{proc.rank}", is_main=True)
     TASKS.clear()
     glet = getcurrent()
     task.glet = glet

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import BypassError, SimfsError
 from ..importreads import from_import_system
 from ..process import FD_BASE, Process
+from ..scheduler import Task, current_task
 from ..syscalls.dirent import DirEntry
 
 if TYPE_CHECKING:
@@ -26,11 +27,17 @@ LOCAL = "local"  # the host's answer for a call on the real machine: make it her
 
 
 class RemoteScheduler:
-    """The scheduler's calls that rank code makes (virtual time, waiting, threads)."""
+    """The scheduler's calls that rank code makes (virtual time, waiting, threads). A wait queue's
+    waiters are the rank's own threads, listed here while they wait, so that whoever releases
+    a lock knows to wake them through the host."""
 
-    def __init__(self, ask: Ask) -> None:
+    def __init__(self, ask: Ask, start_thread: Callable[[Task, Callable[[], Any]], None], main: Task) -> None:
         self._ask = ask
+        self._start_thread = start_thread
         self._keys: dict[int, tuple[WaitQueue, int]] = {}
+        self.mains = {main.rank: main}
+        self.tasks = [main]
+        self.threads: dict[int, Task] = {}
 
     @property
     def now(self) -> float:
@@ -42,7 +49,12 @@ class RemoteScheduler:
             self._ask("elapse", float(cost))
 
     def block(self, queue: WaitQueue, timeout: float | None = None) -> bool:
-        woken: bool = self._ask("block", self._key(queue), queue.what, timeout)
+        task = current_task()
+        queue.waiters.append(task)
+        try:
+            woken: bool = self._ask("block", self._key(queue), queue.what, timeout)
+        finally:
+            queue.waiters.remove(task)
         return woken
 
     def notify_all(self, queue: WaitQueue) -> None:
@@ -60,9 +72,27 @@ class RemoteScheduler:
     def exit_atomic(self) -> None:
         """See enter_atomic."""
 
-    def spawn(self, *args: Any, **kwargs: Any) -> Any:
-        raise BypassError("threading.Thread.start", "threads inside a rank are not carried by the process carrier "
-                          "yet", "run this job with Cluster(carrier='greenlet')")
+    def spawn(self, fn: Callable[[], Any], rank: int, context: Any, name: str, *, is_main: bool,
+              start_at: float | None = None, gr_context: Any = None, daemon: bool = False) -> Task:
+        """A thread of the rank: a task in the host's scheduler, run by an OS thread of this process."""
+        tid: int = self._ask("spawn", name, daemon)
+        task = Task(tid, rank, context, name, is_main=False)
+        task.daemon = daemon
+        self.tasks.append(task)
+        self.threads[tid] = task
+        self._start_thread(task, fn if gr_context is None else lambda: gr_context.run(fn))
+        return task
+
+    def wait_for_threads(self) -> None:
+        """Process exit: wait for the non-daemon threads that still make progress (as
+        runtime/run.py does for greenlet ranks; the host knows which)."""
+        while True:
+            busy: list[int] = self._ask("busy_threads")
+            if not busy:
+                return
+            thread = self.threads[busy[0]]
+            if thread.state != "done":
+                self.block(thread.finished)
 
 
 class RemoteMachine:
