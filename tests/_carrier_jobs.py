@@ -192,6 +192,28 @@ def threads() -> tuple[list[int], list[int], str]:
     return squares, done, late.get()
 
 
+def joined_threads() -> list[int]:
+    """Threads that race for a lock and a shared file, joined in a fixed order."""
+    import threading
+
+    order: list[int] = []
+    lock = threading.Lock()
+
+    def work(i: int) -> None:
+        time.sleep(0.1 * (i % 3))
+        with lock:
+            order.append(i)
+            with open(f"/shared/log-{rank()}", "a") as f:  # noqa: PTH123
+                f.write(f"{i}\n")
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return order
+
+
 def outlived_by_a_thread() -> str:
     def write() -> None:
         time.sleep(2)

@@ -209,8 +209,11 @@ def test_threads_of_a_rank_process_are_scheduled_like_ranks() -> None:
     for rank in (0, 1):
         squares, done, late = result.returns[rank]
         assert squares == [0, 1, 4, 9, 16] and sorted(done) == [0, 1, 2, 3, 4] and late == "late"
-    again = simfs.Cluster(1, 2, carrier="process", seed=5).run(_jobs().threads)
-    assert [str(e) for e in again.trace] == [str(e) for e in result.trace]
+    # (no trace comparison here: ThreadPoolExecutor.shutdown joins a set of threads, in the order of
+    # their addresses, on either carrier: docs/limits.md)
+    runs = [simfs.Cluster(1, 2, carrier="process", seed=5).run(_jobs().joined_threads) for _ in range(2)]
+    assert runs[0].returns == runs[1].returns and not runs[0].errors, runs[0].tracebacks
+    assert [str(e) for e in runs[0].trace] == [str(e) for e in runs[1].trace]
 
 
 def test_a_process_exits_after_its_non_daemon_threads() -> None:

@@ -34,7 +34,7 @@ class RemoteScheduler:
     def __init__(self, ask: Ask, start_thread: Callable[[Task, Callable[[], Any]], None], main: Task) -> None:
         self._ask = ask
         self._start_thread = start_thread
-        self._keys: dict[int, tuple[WaitQueue, int]] = {}
+        self._next_key = 0
         self.mains = {main.rank: main}
         self.tasks = [main]
         self.threads: dict[int, Task] = {}
@@ -61,10 +61,11 @@ class RemoteScheduler:
         self._ask("notify_all", self._key(queue))
 
     def _key(self, queue: WaitQueue) -> int:
-        known = self._keys.get(id(queue))
-        if known is None or known[0] is not queue:
-            known = self._keys[id(queue)] = (queue, len(self._keys))
-        return known[1]
+        """The queue's number for the host, given at its first wait or notification."""
+        if queue.key is None:
+            queue.key = self._next_key
+            self._next_key += 1
+        return queue.key
 
     def enter_atomic(self) -> None:
         """Nothing to do: a rank process's C++ state is its own, another rank may run meanwhile."""
