@@ -63,7 +63,7 @@ def leave_things_behind() -> str:
     """What a rank leaves in its interpreter: a patched stdlib function, a planted module, a gc
     callback, a finalizer and an atexit handler that would write the canary."""
     def write_canary(*args: Any) -> None:
-        with open(CANARY, "w") as f:  # noqa: PTH123 - the builtin open is what a rank would call
+        with open(CANARY, "w") as f:
             f.write("escaped")
 
     os.path.join = lambda *parts: "/patched"  # type: ignore[assignment]
@@ -116,14 +116,14 @@ def swallowing_loop() -> str:
         while True:
             try:
                 sum(range(1000))
-            except BaseException:  # noqa: BLE001, S112 - the point: it swallows everything
+            except BaseException:  # noqa: BLE001 - the point: it swallows everything
                 continue
     return "done"
 
 
 def files() -> list[str]:
     os.makedirs("/shared/out", exist_ok=True)
-    with open(f"/shared/out/{rank()}", "w") as f:  # noqa: PTH123
+    with open(f"/shared/out/{rank()}", "w") as f:
         f.write(json.dumps({"rank": rank()}))
     time.sleep(0.5)
     return sorted(os.listdir("/shared/out"))
@@ -203,7 +203,7 @@ def joined_threads() -> list[int]:
         time.sleep(0.1 * (i % 3))
         with lock:
             order.append(i)
-            with open(f"/shared/log-{rank()}", "a") as f:  # noqa: PTH123
+            with open(f"/shared/log-{rank()}", "a") as f:
                 f.write(f"{i}\n")
 
     workers = [threading.Thread(target=work, args=(i,)) for i in range(6)]
@@ -217,7 +217,7 @@ def joined_threads() -> list[int]:
 def outlived_by_a_thread() -> str:
     def write() -> None:
         time.sleep(2)
-        with open("/shared/written-after-main", "w") as f:  # noqa: PTH123
+        with open("/shared/written-after-main", "w") as f:
             f.write("x")
 
     import threading

@@ -53,8 +53,8 @@ def host(job: str, canary: Path, *, port: int = 0, ranks: int = 2, watchdog: flo
         import json, sys
         import simfs, _carrier_jobs
         result = simfs.Cluster(1, {ranks}, carrier="process", watchdog={watchdog}).run(_carrier_jobs.{job})
-        out = {{"returns": result.returns, "errors": {{r: [type(e).__name__, str(e)] for r, e in result.errors.items()}},
-               "tracebacks": result.tracebacks}}
+        errors = {{r: [type(e).__name__, str(e)] for r, e in result.errors.items()}}
+        out = {{"returns": result.returns, "errors": errors, "tracebacks": result.tracebacks}}
         {then}
         print(json.dumps(out, default=repr))
     """)

@@ -88,7 +88,6 @@ class ProcessCarrier:
         self.ranks: dict[int, RankProcess] = {}
         self.requests = 0  # served so far: the watchdog's sign of progress
         self.confinement: Confinement | None = None
-        self.start_seconds: list[float] = []  # real seconds from fork to a rank ready to run
         self._importing = False  # the request being served comes from the rank's import system
         machine.reads_on_rank = lambda: self._importing
         self._handlers: dict[str, Callable[..., Any]] = {
@@ -108,21 +107,22 @@ class ProcessCarrier:
         stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
-        began = _real.perf_counter()
         pid = os.fork()
         if pid == 0:
             _real.close(host_end)
             rank_side.main(rank_end, stacks, proc, self.sched.next_tid, job, args, kwargs, keep=())
         _real.close(rank_end)
         rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks)
+        return lambda: self._serve(rank)
+
+    def _greeted(self, rank: RankProcess) -> None:
+        """The rank process's first word: it confined itself (what the kernel refuses it)."""
         hello = self._receive(rank)
         if hello[0] != "hello":
-            raise SimfsError(f"rank {proc.rank}'s process did not start: it said {hello[0]!r}")
-        self.start_seconds.append(_real.perf_counter() - began)
+            raise SimfsError(f"rank {rank.proc.rank}'s process did not start: it said {hello[0]!r}")
         if self.confinement is None:
             _, abi, confined, unconfined = hello
             self.confinement = Confinement(int(abi), dict(confined), dict(unconfined))
-        return lambda: self._serve(rank)
 
     # -- serving a rank ----------------------------------------------------------------------------
     def _serve(self, rank: RankProcess) -> Any:
@@ -131,6 +131,8 @@ class ProcessCarrier:
         assert task is not None  # a proxy runs as a task
         answer: tuple[str, Any] = ("go", None)
         try:
+            if task.is_main:
+                self._greeted(rank)
             while True:
                 signals: list[int] = []
                 if task.is_main:
@@ -202,7 +204,7 @@ class ProcessCarrier:
         if pickled is not None:
             try:
                 error = wire.load_untrusted(pickled)
-            except Exception:  # noqa: BLE001, S110 - a class of the rank's own: described below
+            except Exception:  # noqa: BLE001 - a class of the rank's own: described below
                 pass
         if not isinstance(error, BaseException):
             error = RankError(str(type_name), str(text))

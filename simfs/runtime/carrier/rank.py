@@ -18,8 +18,8 @@ from typing import Any
 from greenlet import getcurrent
 
 from ... import _real
-from ...choices import derive_seed
 from ..._intercept import audit
+from ...choices import derive_seed
 from ...confinement import confine
 from ...confinement.confine import WRITES
 from ...errors import SimfsError
@@ -141,7 +141,7 @@ def main(fd: int, stacks_fd: int, proc: Process, tid: int, job: Callable[..., An
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except Exception:  # noqa: BLE001, S110 - a closed or broken console: nothing to flush
+            except Exception:  # noqa: BLE001 - a closed or broken console: nothing to flush
                 pass
         os._exit(code)
 
@@ -225,7 +225,7 @@ def _become(link: Link, proc: Process, tid: int) -> None:
 
     sched = RemoteScheduler(link.ask, start_thread, task)
     machine = RemoteMachine(link.ask, local.machine, sched)
-    local.machine.begin = _not_here  # type: ignore[method-assign]  # the rank's copy never simulates
+    local.machine.begin = _not_here  # the rank's copy never simulates
     local.machine.reads_on_rank = None  # its real reads are decided here, by this process's stack
     proc.sys = RemoteSyscalls(link.ask, local, machine)
     proc.signal_handlers = Dispositions(proc.signal_handlers, link)

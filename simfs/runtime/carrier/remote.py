@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...errors import BypassError, SimfsError
+from ...errors import SimfsError
 from ..importreads import from_import_system
 from ..process import FD_BASE, Process
 from ..scheduler import Task, current_task
