@@ -15,7 +15,7 @@ from ...errors import SimfsError
 from ..importreads import from_import_system
 from ..process import FD_BASE, Process
 from ..scheduler import Task, current_task
-from ..syscalls.dirent import DirEntry
+from ..syscalls.dirent import DirEntry, ScandirIterator
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -185,26 +185,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-class _Entries:
-    """os.scandir's iterator over the entries the host listed (a context manager too)."""
+class _Entries(ScandirIterator):
+    """os.scandir's iterator over the entries the host listed."""
 
     def __init__(self, entries: list[DirEntry]) -> None:
         self._it = iter(entries)
-
-    def __iter__(self) -> _Entries:
-        return self
-
-    def __next__(self) -> DirEntry:
-        return next(self._it)
-
-    def __enter__(self) -> _Entries:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._it = iter(())
 
 
 def _entries(sys: RemoteSyscalls, listed: list[tuple[Any, Any, int, str]]) -> _Entries:
