@@ -224,3 +224,49 @@ def outlived_by_a_thread() -> str:
 
     threading.Thread(target=write).start()
     return "main returned"
+
+
+def collectives() -> tuple[Any, ...]:
+    """Barrier, tensor and object collectives, a subgroup: simfs's simulated torch.distributed."""
+    import torch
+    import torch.distributed as dist
+
+    me = dist.get_rank()
+    if me == 0:
+        os.makedirs("/shared/run")
+    dist.barrier()
+    with open(f"/shared/run/part-{me}", "w") as f:
+        f.write(str(me))
+    summed = torch.tensor([float(me), 1.0], dtype=torch.bfloat16)
+    dist.all_reduce(summed)
+    config = [{"step": 3}] if me == 0 else [None]
+    dist.broadcast_object_list(config, src=0)
+    pair = dist.new_group([0, 1])
+    in_pair = None
+    if me in (0, 1):
+        ones = torch.ones(2) * me
+        dist.all_reduce(ones, group=pair)
+        in_pair = ones.tolist()
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, me * 10)
+    return sorted(os.listdir("/shared/run")), summed.tolist(), config, in_pair, gathered
+
+
+def one_rank_skips_the_barrier() -> str:
+    import torch.distributed as dist
+
+    if dist.get_rank() != 1:
+        dist.barrier()
+    return "done"
+
+
+def record_real_pid() -> None:
+    """Writes the process's real pid (libc's getpid; os.getpid is the simulated one), then waits."""
+    with open(f"/shared/pid-{rank()}", "w") as f:
+        f.write(str(ctypes.CDLL(None).getpid()))
+    time.sleep(5)
+
+
+def real_pids() -> list[int]:
+    return [int(open(f"/shared/{name}").read()) for name in sorted(os.listdir("/shared"))
+            if name.startswith("pid-")]

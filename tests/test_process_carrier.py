@@ -182,11 +182,14 @@ def test_a_forged_pickle_runs_nothing_in_the_host(canary: Path) -> None:
 
 
 def test_a_node_crash_kills_its_processes() -> None:
-    result = simfs.Cluster(2, 1, carrier="process", faults=[simfs.CrashNode(node=1, at_time=0.2)]).run(
-        _jobs().files)
+    cluster = simfs.Cluster(2, 1, carrier="process", faults=[simfs.CrashNode(node=1, at_time=1.0)])
+    result = cluster.run(_jobs().record_real_pid)
     assert set(result.crashed) == {1} and set(result.returns) == {0}
-    with pytest.raises(ChildProcessError):  # every rank process was reaped: none outlives the run
-        os.waitpid(-1, os.WNOHANG)
+    pids = cluster.run(_jobs().real_pids, faults=[]).returns[0]
+    assert len(pids) == 2 and os.getpid() not in pids
+    for pid in pids:  # killed and reaped: none outlives its run
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_errors_name_the_carrier() -> None:
@@ -220,3 +223,17 @@ def test_a_process_exits_after_its_non_daemon_threads() -> None:
     cluster = simfs.Cluster(1, 1, carrier="process")
     assert cluster.run(_jobs().outlived_by_a_thread).returns == {0: "main returned"}
     assert cluster.run(os.path.exists, "/shared/written-after-main").returns == {0: True}
+
+
+def test_collectives_meet_in_the_hosts_scheduler() -> None:
+    on = {carrier: simfs.Cluster(2, 2, seed=1, carrier=carrier).run(_jobs().collectives)
+          for carrier in ("greenlet", "process")}
+    assert not on["process"].errors, on["process"].tracebacks
+    assert on["process"].returns == on["greenlet"].returns
+    assert on["process"].returns[1][3] == [1.0, 1.0] and on["process"].returns[2][3] is None
+
+
+def test_a_collective_that_never_completes_is_a_hang_naming_the_missing_rank() -> None:
+    result = simfs.Cluster(2, 2, carrier="process", collective_timeout=60).run(_jobs().one_rank_skips_the_barrier)
+    assert set(result.hung) == {0, 2, 3} and all(h.waiting_for == [1] for h in result.hung.values())
+    assert type(result.errors[0]).__name__ == "DistBackendError"

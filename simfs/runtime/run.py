@@ -78,11 +78,11 @@ class Run:
         self.state = _State()
         self.stopping = False  # Ctrl-C: stop at the next switch
         self.machine.on_crash = self._record_crash
-        self.carrier = ProcessCarrier(self.machine, self.sched, self._end_process) \
-            if settings.carrier == "process" else None
         self.world = DistWorld(self.sched, settings.world_size, latency=settings.collective_latency,
                                bandwidth=settings.collective_bandwidth, timeout=settings.collective_timeout,
                                initialized=settings.dist_initialized, note=self._note_collective)
+        self.carrier = ProcessCarrier(self.machine, self.sched, self.world, self._end_process) \
+            if settings.carrier == "process" else None
 
     def _note_collective(self, rank: int, op: str, group: str, outcome: str) -> None:
         self.machine.note(op, group, outcome, rank=rank, node=rank // self.settings.ranks_per_node)

@@ -27,8 +27,10 @@ from ..syscalls.dirent import ScandirIterator
 from ..waitqueue import WaitQueue
 from . import rank as rank_side
 from . import wire
+from .hostdist import DistRequests
 
 if TYPE_CHECKING:
+    from ..dist import DistWorld
     from ..machine import Machine
     from ..scheduler import Scheduler
 
@@ -81,7 +83,8 @@ class _Forward:
 class ProcessCarrier:
     """The rank processes of one run."""
 
-    def __init__(self, machine: Machine, sched: Scheduler, end_process: Callable[[Process, str], None]) -> None:
+    def __init__(self, machine: Machine, sched: Scheduler, world: DistWorld,
+                 end_process: Callable[[Process, str], None]) -> None:
         self.machine = machine
         self.sched = sched
         self._end_process = end_process
@@ -96,6 +99,8 @@ class ProcessCarrier:
             "alive": self._alive, "signal": self._signal, "disposition": self._disposition, "exit": self._exit,
             "spawn": self._spawn, "busy_threads": self._busy_threads,
         }
+        for op, serve in DistRequests(world).handlers().items():
+            self._handlers[op] = lambda rank, *args, serve=serve: serve(rank.proc.rank, *args)
 
     # -- starting ----------------------------------------------------------------------------------
     def start(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],

@@ -28,6 +28,7 @@ from ..process import Process
 from ..scheduler import TASKS, Task
 from . import wire
 from .remote import LOCAL, RemoteMachine, RemoteScheduler, RemoteSyscalls
+from .remotedist import RemoteWorld
 
 STACKS_SIGNAL = signal.SIGUSR2  # the host asks a stuck rank for its threads' stacks with it
 
@@ -229,7 +230,7 @@ def _become(link: Link, proc: Process, tid: int) -> None:
     local.machine.reads_on_rank = None  # its real reads are decided here, by this process's stack
     proc.sys = RemoteSyscalls(link.ask, local, machine)
     proc.signal_handlers = Dispositions(proc.signal_handlers, link)
-    proc.dist = None
+    proc.dist = RemoteWorld(link.ask, proc.dist, proc.rank)
     TASKS.clear()
     glet = getcurrent()
     task.glet = glet

@@ -34,7 +34,7 @@ _PLAIN: dict[str, frozenset[str]] = {
                                "UInt64DType", "BoolDType", "Complex64DType", "Complex128DType", "BytesDType",
                                "StrDType"}),
 }
-_EXCEPTION_MODULES = ("builtins", "simfs.errors")
+_EXCEPTION_MODULES = ("builtins", "simfs.errors", "torch.distributed")  # their exception classes only
 
 
 class Untrusted(pickle.UnpicklingError):
