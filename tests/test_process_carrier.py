@@ -185,6 +185,7 @@ def test_a_node_crash_kills_its_processes() -> None:
     cluster = simfs.Cluster(2, 1, carrier="process", faults=[simfs.CrashNode(node=1, at_time=1.0)])
     result = cluster.run(_jobs().record_real_pid)
     assert set(result.crashed) == {1} and set(result.returns) == {0}
+    assert "in record_real_pid" in result.crashed[1].where
     pids = cluster.run(_jobs().real_pids, faults=[]).returns[0]
     assert len(pids) == 2 and os.getpid() not in pids
     for pid in pids:  # killed and reaped: none outlives its run
@@ -236,4 +237,5 @@ def test_collectives_meet_in_the_hosts_scheduler() -> None:
 def test_a_collective_that_never_completes_is_a_hang_naming_the_missing_rank() -> None:
     result = simfs.Cluster(2, 2, carrier="process", collective_timeout=60).run(_jobs().one_rank_skips_the_barrier)
     assert set(result.hung) == {0, 2, 3} and all(h.waiting_for == [1] for h in result.hung.values())
+    assert all("in one_rank_skips_the_barrier" in h.where for h in result.hung.values())
     assert type(result.errors[0]).__name__ == "DistBackendError"

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import CollectiveMismatch
 from ..report import HangInfo, user_frame
-from .scheduler import Scheduler, current_task, task_frame
+from .scheduler import Scheduler, Task, current_task, task_frame
 from .waitqueue import WaitQueue
 
 DEFAULT_TIMEOUT = 1800.0  # torch's default for gloo and NCCL: 30 minutes
@@ -102,6 +102,7 @@ class DistWorld:
         self.initialized_by_job = {r: False for r in range(world_size)}
         self.hangs: dict[int, HangInfo] = {}
         self._groups = 0
+        self.where: Callable[[Task], str] = lambda task: user_frame(task_frame(task))  # where rank code waits
 
     # -- membership -------------------------------------------------------------------------
     def group(self, group: Any, rank: int) -> SimGroup:
@@ -194,7 +195,7 @@ class DistWorld:
         task = current_task()
         assert task is not None  # the rank that waited
         self.hangs[rank] = HangInfo(rank, f"{call.kind} #{call.seq} on {g.name}", call.started,
-                                    self.sched.now - call.started, missing, user_frame(task_frame(task)))
+                                    self.sched.now - call.started, missing, self.where(task))
         g.aborted = f"rank {rank} timed out in {call.kind} waiting for ranks {missing}"
         self._note(rank, call.kind, g.name, f"timeout waiting for ranks {missing}")
         raise error(f"[simfs] Rank {rank}: {call.kind} on {g.name} timed out after {limit:g}s "

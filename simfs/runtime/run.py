@@ -83,6 +83,7 @@ class Run:
                                initialized=settings.dist_initialized, note=self._note_collective)
         self.carrier = ProcessCarrier(self.machine, self.sched, self.world, self._end_process) \
             if settings.carrier == "process" else None
+        self.world.where = self._where
 
     def _note_collective(self, rank: int, op: str, group: str, outcome: str) -> None:
         self.machine.note(op, group, outcome, rank=rank, node=rank // self.settings.ranks_per_node)
@@ -216,20 +217,24 @@ class Run:
         finally:
             state.done.set()
 
+    def _where(self, task: Task) -> str:
+        """'file:line in function' of the rank code the task is in."""
+        return self.carrier.where(task) if self.carrier is not None else user_frame(task_frame(task))
+
     def _record_hang(self, task: Task) -> None:
         state = self.state
         if task.is_main and task.rank not in state.hung and task.waiting is not None:
             waiting_for = task.waiting.peers() if task.waiting.peers else []
             state.hung[task.rank] = HangInfo(task.rank, task.waiting.what, task.blocked_since,
                                              self.sched.now - task.blocked_since, waiting_for,
-                                             user_frame(task_frame(task)))
+                                             self._where(task))
 
     def _out_of_time(self, task: Task) -> None:
         limit = self.settings.time_limit
         if task.is_main and task.rank not in self.state.hung:
             self.state.hung[task.rank] = HangInfo(
                 task.rank, f"a run that reached its virtual time limit ({limit:g}s)",
-                self.sched.now - limit, limit, [], user_frame(task_frame(task)))
+                self.sched.now - limit, limit, [], self._where(task))
 
     def _record_crash(self, node: int, why: str) -> None:
         sched = self.sched
@@ -240,7 +245,7 @@ class Run:
             if task.is_main and proc.node == node and task.state != DONE:
                 op, path = proc.last_op
                 self.state.crashed[task.rank] = CrashInfo(task.rank, node, sched.now - self.machine.run_start, op,
-                                                          path, user_frame(task_frame(task)), why)
+                                                          path, self._where(task), why)
 
     # -- the caller's thread -----------------------------------------------------------------------
     def _supervise(self, sim: threading.Thread) -> None:

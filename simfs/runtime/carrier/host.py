@@ -21,7 +21,7 @@ from ...confinement import Confinement
 from ...errors import OutsideSimulation, RankDied, RankError, SimfsError
 from ..machine import ReadOnRank
 from ..process import Process
-from ..scheduler import DONE
+from ..scheduler import DONE, Task
 from ..syscalls import Syscalls
 from ..syscalls.dirent import ScandirIterator
 from ..waitqueue import WaitQueue
@@ -92,6 +92,7 @@ class ProcessCarrier:
         self.requests = 0  # served so far: the watchdog's sign of progress
         self.confinement: Confinement | None = None
         self._importing = False  # the request being served comes from the rank's import system
+        self._where: dict[int, str] = {}  # task id -> where its rank code made its last request
         machine.reads_on_rank = lambda: self._importing
         self._handlers: dict[str, Callable[..., Any]] = {
             "sys": self._sys, "check_fd": self._check_fd, "now": lambda rank: self.sched.now,
@@ -148,7 +149,8 @@ class ProcessCarrier:
                 if tid != task.tid:
                     raise SimfsError(f"rank {rank.proc.rank}'s thread {tid} spoke while thread {task.tid} had the turn")
                 if kind == "call":
-                    answer = self._handle(rank, message[2], message[3:])
+                    self._where[task.tid] = str(message[3])
+                    answer = self._handle(rank, message[2], message[4:])
                 elif kind == "done":
                     return self._load(rank, message[2])
                 elif kind == "raised":
@@ -295,6 +297,10 @@ class ProcessCarrier:
             raise SimfsError(f"simfs: a rank process exited with {outcome!r}")
         self.kill(rank, "")
         self.machine.end_process(rank.proc, outcome)  # ends this proxy: does not return
+
+    def where(self, task: Task) -> str:
+        """'file:line in function' of the rank code that made the task's last request."""
+        return self._where.get(task.tid, "")
 
     # -- ending --------------------------------------------------------------------------------------
     def kill(self, rank: RankProcess, why: str) -> None:

@@ -23,7 +23,7 @@ from ...choices import derive_seed
 from ...confinement import confine
 from ...confinement.confine import WRITES
 from ...errors import SimfsError
-from ...report import format_exception
+from ...report import format_exception, user_frame
 from ..process import Process
 from ..scheduler import TASKS, Task
 from . import wire
@@ -45,8 +45,10 @@ class Link:
         self._mail: dict[int, tuple[str, Any, list[int]]] = {}
 
     def ask(self, op: str, *args: Any) -> Any:
+        """A request of the running thread; with it goes where rank code made it (for hangs and
+        crashes in the report)."""
         tid = _tid()
-        wire.send(self.fd, ("call", tid, op, *args))
+        wire.send(self.fd, ("call", tid, op, user_frame(sys._getframe(1)), *args))
         return self.answer(tid)
 
     def tell(self, message: tuple[Any, ...]) -> None:
