@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import simfs
+from simfs.cluster import CARRIERS
 
 from .exitcodes import EXIT_INTERRUPTED, EXIT_STALLED, EXIT_UNEXPECTED, EXIT_USAGE
 from .mix import fault_kinds
@@ -53,7 +54,8 @@ def _seconds(text: str) -> float:
 
 def _tasks(args: argparse.Namespace) -> list[Task]:
     common: dict[str, Any] = {"nodes": args.nodes, "ranks_per_node": args.ranks_per_node,
-                              "examples": args.examples, "seed": args.seed, "watchdog": args.watchdog}
+                              "examples": args.examples, "seed": args.seed, "watchdog": args.watchdog,
+                              "carrier": args.carrier}
     jobs = [name for name in args.names if ":" in name]
     if jobs:
         if len(jobs) != len(args.names):
@@ -235,6 +237,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=_count, default=min(os.cpu_count() or 1, 8),
                      help="searches in parallel worker processes (default: one per CPU, at most 8)")
     run.add_argument("--shard", metavar="K/N", help="run only the K-th of N equal shares of the searches")
+    run.add_argument("--carrier", choices=CARRIERS, default="greenlet",
+                     help="how ranks are carried: greenlets of the search's process (default), or 'process': each rank "
+                          "an OS process confined by the kernel (its own modules, generators and C++ state; slower)")
     run.add_argument("--watchdog", type=_seconds, default=60.0,
                      help="real seconds a search may go without progress before it is killed (even in C code)")
     run.add_argument("--recover", metavar="SPEC", help="a job's restarted job after a crash, 'module:function'")

@@ -17,6 +17,7 @@ from hypothesis.errors import HypothesisException
 from hypothesis.strategies import DataObject
 
 import simfs
+from simfs.cluster import CARRIERS
 from simfs.runtime.heap import frozen_heap
 
 from . import replaying
@@ -104,17 +105,20 @@ def _check_args(nodes: int, ranks_per_node: int, max_examples: int, seed: int, s
 
 
 def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, check: Check | None, nodes: int,
-                ranks_per_node: int, profile: str | simfs.Profile) -> Target:
+                ranks_per_node: int, profile: str | simfs.Profile, carrier: str = "greenlet") -> Target:
     for name, fn in (("job", job), ("recover", recover), ("check", check)):
         if fn is not None and not callable(fn):
             raise ValueError(f"explore: {name} must be callable, got {fn!r}")
-    return Target(job, nodes, ranks_per_node, simfs.profiles.get(profile), recover=recover, check=check)
+    if carrier not in CARRIERS:
+        raise ValueError(f"explore: carrier must be one of {', '.join(map(repr, CARRIERS))}, got {carrier!r}")
+    return Target(job, nodes, ranks_per_node, simfs.profiles.get(profile), recover=recover, check=check,
+                  carrier=carrier)
 
 
 def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None, check: Check | None = None,
             nodes: int, ranks_per_node: int, profile: str | simfs.Profile, faults: str | Iterable[str] = "default",
             crashes: Crashes = False, max_examples: int = 100, seed: int = 0, shrink_time: float = SHRINK_TIME,
-            explain: bool = False, isolate: bool = True, watchdog: float = 60.0) -> Finding:
+            explain: bool = False, isolate: bool = True, watchdog: float = 60.0, carrier: str = "greenlet") -> Finding:
     """Search for a run of ``job`` (then ``recover`` on the restarted cluster) where a rank
     raises, hangs, or ``check(result)`` fails; return the minimal one found, or a pass.
 
@@ -129,14 +133,17 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     makes no progress for ``watchdog`` real seconds (C code holding the GIL) raises
     ``simfs.Stalled``, and nothing the ranks or ``check`` do stays in this process; the finding
     (the ranks' return values and errors included) comes back pickled. The same seed finds the
-    same thing either way."""
+    same thing either way.
+
+    ``carrier``: how ranks are carried, as in ``simfs.Cluster`` ("greenlet", or "process": each
+    rank an OS process confined by the kernel)."""
     _check_args(nodes, ranks_per_node, max_examples, seed, shrink_time)
     if crashes not in (False, True, "exhaustive"):
         raise ValueError(f"explore: crashes must be False, True or 'exhaustive', got {crashes!r}")
     if crashes and recover is None:
         raise ValueError("explore: crashes need recover=, the restarted job that must cope with the crash")
     target = make_target(job, recover=recover, check=check, nodes=nodes, ranks_per_node=ranks_per_node,
-                         profile=profile)
+                         profile=profile, carrier=carrier)
     kinds = fault_kinds(faults)
     if isolate:
         replaying.remember(target)

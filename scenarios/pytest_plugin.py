@@ -30,6 +30,7 @@ except ImportError as exc:  # an optional feature: say which extra brings its li
     raise ImportError("scenarios.pytest_plugin needs pytest: pip install 'simfs[pytest]'") from exc
 
 import simfs
+from simfs.cluster import CARRIERS
 
 from .explore import explore
 from .outcome import SCHEMA, FindingRecord, Report, ScenarioOutcome
@@ -115,6 +116,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--simfs-in-process", action="store_true", default=False,
                     help="search each @pytest.mark.simfs test in the test's own process (default: in a forked "
                          "child confined by the kernel, scenarios.explore(isolate=True), as `simfs run` does)")
+    group.addoption("--simfs-carrier", choices=CARRIERS, default="greenlet",
+                    help="how a marked test's ranks are carried: greenlets (default) or 'process' (each rank an OS "
+                         "process confined by the kernel)")
     group.addoption("--simfs-report", metavar="PATH", default=None,
                     help="write one JSON report (scenarios.outcome.Report) of every @pytest.mark.simfs test, "
                          "pytest-xdist workers included")
@@ -130,6 +134,7 @@ class _Session:
     seed: int
     report: str | None
     isolate: bool = True
+    carrier: str = "greenlet"
     started: float = field(default_factory=time.time)
     outcomes: list[ScenarioOutcome] = field(default_factory=list)
 
@@ -163,7 +168,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if report is not None:
         report = os.path.join(config.invocation_params.dir, report)
     config.stash[_SESSION] = _Session(profile, config.getoption("simfs_examples"), config.getoption("simfs_seed"),
-                                      report, not config.getoption("simfs_in_process"))
+                                      report, not config.getoption("simfs_in_process"),
+                                      config.getoption("simfs_carrier"))
 
 
 def _options(mark: pytest.Mark, function: Callable[..., Any], config: pytest.Config) -> SimfsOptions:
@@ -219,7 +225,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
                           ranks_per_node=options.ranks_per_node, profile=profile, faults=options.faults,
                           crashes=options.crashes,
                           max_examples=session.examples if options.max_examples is None else options.max_examples,
-                          seed=session.seed, shrink_time=options.shrink_time, isolate=session.isolate)
+                          seed=session.seed, shrink_time=options.shrink_time, isolate=session.isolate,
+                          carrier=session.carrier)
     except Exception:
         session.record(pyfuncitem.nodeid, profile.name, None, time.perf_counter() - start, traceback.format_exc())
         raise

@@ -78,7 +78,7 @@ def encode(target: Target, example: Example) -> str:
     spec = {
         "v": 1, "job": _reference(target.job), "recover": _reference(target.recover),
         "check": _reference(target.check), "nodes": target.nodes, "rpn": target.ranks_per_node,
-        "profile": profile_spec(target.profile), "schedule": _b64(example.schedule),
+        "carrier": target.carrier, "profile": profile_spec(target.profile), "schedule": _b64(example.schedule),
         "lifetimes": _b64(example.lifetimes), "faults": [fault_to_dict(f) for f in example.faults],
         "crash": None if crash is None else {
             "fault": None if crash.fault is None else fault_to_dict(crash.fault), "pick": crash.pick,
@@ -108,6 +108,7 @@ def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[.
             recover_schedule=_bytes(spec["rschedule"]), recover_lifetimes=_bytes(spec["rlifetimes"]))
         profile: Profile = profile_from_spec(spec["profile"])
         nodes, rpn = int(spec["nodes"]), int(spec["rpn"])
+        carrier = str(spec.get("carrier", "greenlet"))  # strings from before carriers ran on greenlets
         refs = spec["job"], spec["recover"], spec["check"]
     except (ValueError, KeyError, TypeError, zlib.error) as exc:
         raise ValueError(f"corrupt scenarios replay string ({type(exc).__name__}: {exc}); copy it whole") from None
@@ -115,5 +116,5 @@ def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[.
     if resolved_job is None:
         raise ValueError("this replay string names no job")
     target = Target(resolved_job, nodes, rpn, profile, recover=_resolve(refs[1], recover, "recover"),
-                    check=_resolve(refs[2], check, "check"))
+                    check=_resolve(refs[2], check, "check"), carrier=carrier)
     return target, example, hash_mismatch(spec.get("hash"))

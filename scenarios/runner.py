@@ -38,6 +38,7 @@ class Task:
     check: str | None = None
     crashes: bool | str = False
     faults: str = "default"
+    carrier: str = "greenlet"
 
     @property
     def is_job(self) -> bool:
@@ -101,7 +102,7 @@ def _search(task: Task) -> ScenarioOutcome:
         expected = sc.expect.get(task.profile, _PASS)
     finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn,
                       profile=load_profile(task.profile),
-                      faults=faults, crashes=crashes, max_examples=examples, seed=task.seed,
+                      faults=faults, crashes=crashes, max_examples=examples, seed=task.seed, carrier=task.carrier,
                       isolate=False)  # (run_task already runs this in simfs.isolated's child)
     return ScenarioOutcome(
         scenario=task.scenario, profile=task.profile, family=family, expected=expected,

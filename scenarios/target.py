@@ -22,13 +22,15 @@ class Target:
     profile: simfs.Profile
     recover: Callable[[], Any] | None = None
     check: Check | None = None
+    carrier: str = "greenlet"  # how its ranks are carried (simfs.Cluster's carrier)
 
     @property
     def world_size(self) -> int:
         return self.nodes * self.ranks_per_node
 
     def cluster(self) -> simfs.Cluster:
-        return simfs.Cluster(nodes=self.nodes, ranks_per_node=self.ranks_per_node, profile=self.profile)
+        return simfs.Cluster(nodes=self.nodes, ranks_per_node=self.ranks_per_node, profile=self.profile,
+                             carrier=self.carrier)
 
     def describe(self) -> str:
         return (f"{getattr(self.job, '__qualname__', repr(self.job))} on {self.profile.name} "

@@ -129,3 +129,16 @@ def test_ctrl_c_writes_the_partial_report_and_exits_130(tmp_path: Path) -> None:
     assert proc.returncode == 130, out + err
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["interrupted"] is True
+
+
+def test_a_job_searched_on_rank_processes(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", f"{JOBS}:lingua_makedirs", "--profile", "beegfs", "--examples", "10", "--carrier", "process"])
+    out = capsys.readouterr().out
+    assert code == 1 and "root cause: rank" in out and "FileExistsError" in out
+    report = decode((in_tmp / "reports" / "runs" / "report.json").read_bytes())
+    replay = report.outcomes[0].finding.replay if report.outcomes[0].finding else ""
+    from scenarios.replaying import decode as decode_replay
+
+    assert decode_replay(replay)[0].carrier == "process"  # the replay string names the carrier
+    assert main(["replay", replay]) == 1
+    assert "FileExistsError" in capsys.readouterr().out
