@@ -239,3 +239,9 @@ def test_a_collective_that_never_completes_is_a_hang_naming_the_missing_rank() -
     assert set(result.hung) == {0, 2, 3} and all(h.waiting_for == [1] for h in result.hung.values())
     assert all("in one_rank_skips_the_barrier" in h.where for h in result.hung.values())
     assert type(result.errors[0]).__name__ == "DistBackendError"
+
+
+def test_a_crash_a_ranks_own_operation_triggers_kills_the_processes_of_its_node() -> None:
+    cluster = simfs.Cluster(2, 1, carrier="process", faults=[simfs.CrashNode(node=0, on="open")])
+    result = cluster.run(_jobs().record_real_pid)
+    assert set(result.crashed) == {0} and not result.errors, result.tracebacks

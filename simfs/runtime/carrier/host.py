@@ -21,7 +21,7 @@ from ...confinement import Confinement
 from ...errors import OutsideSimulation, RankDied, RankError, SimfsError
 from ..machine import ReadOnRank
 from ..process import Process
-from ..scheduler import DONE, Task
+from ..scheduler import DONE, Task, current_task
 from ..syscalls import Syscalls
 from ..syscalls.dirent import ScandirIterator
 from ..waitqueue import WaitQueue
@@ -308,10 +308,16 @@ class ProcessCarrier:
         if rank.reaped:
             return
         rank.killed = rank.killed or why
+        task = current_task()  # a proxy, when a rank's request crashed a node: the call is the host's own
+        if task is not None:
+            task.host_calls += 1
         try:
             _real.kill(rank.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        finally:
+            if task is not None:
+                task.host_calls -= 1
 
     def kill_node(self, node: int, why: str) -> None:
         for rank in self.ranks.values():
