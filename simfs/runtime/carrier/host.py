@@ -350,6 +350,7 @@ class ProcessCarrier:
         for rank in self.ranks.values():
             self.kill(rank, "the run ended")
             self._reap(rank)
+            wire.forget(rank.fd)
             _real.close(rank.fd)
             _real.close(rank.stacks)
 

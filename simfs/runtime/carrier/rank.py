@@ -122,6 +122,7 @@ def main(fd: int, stacks_fd: int, proc: Process, tid: int, job: Callable[..., An
     code = 0
     try:
         _shed_host_descriptors(keep=(0, 1, 2, fd, stacks_fd, *keep))
+        wire.forget()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's: it ends the ranks
         stacks = os.fdopen(stacks_fd, "w")
         faulthandler.enable(file=stacks, all_threads=True)

@@ -161,6 +161,7 @@ class RemoteSyscalls:
             return answer
 
         call.__name__ = name
+        setattr(self, name, call)  # made once per name: the next call finds it without __getattr__
         return call
 
     def _abs(self, path: Any, dir_fd: int | None = None) -> tuple[str, bool]:

@@ -66,24 +66,34 @@ def send(fd: int, message: Any) -> None:
 
 
 def receive(fd: int) -> bytes | None:
-    """The next message's bytes, or None when the other end is gone (closed, or its process died)."""
-    head = _read_exactly(fd, _LENGTH.size)
-    if head is None:
-        return None
-    (size,) = _LENGTH.unpack(head)
-    return _read_exactly(fd, size)
-
-
-def _read_exactly(fd: int, size: int) -> bytes | None:
-    parts: list[bytes] = []
-    left = size
-    while left:
+    """The next message's bytes, or None when the other end is gone (closed, or its process died).
+    One read(2) usually brings a whole message (requests and answers alternate); what a read
+    brings past it waits for the next call."""
+    buffer = _pending.pop(fd, b"")
+    need = _LENGTH.size
+    while True:
+        if len(buffer) >= _LENGTH.size:
+            need = _LENGTH.size + _LENGTH.unpack_from(buffer)[0]
+            if len(buffer) >= need:
+                if len(buffer) > need:
+                    _pending[fd] = buffer[need:]
+                return bytes(buffer[_LENGTH.size:need])
         try:
-            part = _real.read(fd, min(left, _CHUNK))
+            part = _real.read(fd, max(_CHUNK, need - len(buffer)))
         except ConnectionResetError:
             return None
         if not part:
             return None
-        parts.append(part)
-        left -= len(part)
-    return b"".join(parts)
+        buffer = buffer + part if buffer else part
+
+
+_pending: dict[int, bytes] = {}  # descriptor -> bytes read past the last message
+
+
+def forget(fd: int | None = None) -> None:
+    """Drop what was read past the last message on ``fd`` (every descriptor: None), as the
+    descriptor closes (or, in a new rank process, the host's were never its own)."""
+    if fd is None:
+        _pending.clear()
+    else:
+        _pending.pop(fd, None)
