@@ -95,7 +95,7 @@ class ProcessCarrier:
         self._where: dict[int, str] = {}  # task id -> where its rank code made its last request
         machine.reads_on_rank = lambda: self._importing
         self._handlers: dict[str, Callable[..., Any]] = {
-            "sys": self._sys, "check_fd": self._check_fd, "now": lambda rank: self.sched.now,
+            "sys": self._sys, "check_fd": self._check_fd,
             "elapse": self._elapse, "block": self._block, "notify_all": self._notify_all, "note": self._note,
             "alive": self._alive, "signal": self._signal, "disposition": self._disposition, "exit": self._exit,
             "spawn": self._spawn, "busy_threads": self._busy_threads,
@@ -181,9 +181,9 @@ class ProcessCarrier:
     def _send(self, rank: RankProcess, tid: int, answer: tuple[str, Any], signals: list[int]) -> None:
         try:
             try:
-                wire.send(rank.fd, (tid, *answer, signals))
+                wire.send(rank.fd, (tid, *answer, signals, self.sched.now))
             except (TypeError, AttributeError, ValueError, pickle.PicklingError) as exc:  # an unpicklable exception
-                wire.send(rank.fd, (tid, "err", SimfsError(f"{answer[1]!r} ({exc})"), signals))
+                wire.send(rank.fd, (tid, "err", SimfsError(f"{answer[1]!r} ({exc})"), signals, self.sched.now))
         except (BrokenPipeError, ConnectionResetError):
             self._died(rank)
 

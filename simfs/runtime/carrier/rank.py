@@ -43,6 +43,9 @@ class Link:
         self.proc = proc
         self._batons: dict[int, Any] = {}  # tid -> a real lock, held while that thread waits
         self._mail: dict[int, tuple[str, Any, list[int]]] = {}
+        # the virtual time of the host's last answer: it cannot move while this process holds the
+        # turn (only the scheduler moves it, while it serves a request), so reading it asks nothing
+        self.now = 0.0
 
     def ask(self, op: str, *args: Any) -> Any:
         """A request of the running thread; with it goes where rank code made it (for hangs and
@@ -85,7 +88,7 @@ class Link:
         data = wire.receive(self.fd)
         if data is None:  # the host is gone: nothing may run any more
             os._exit(0)
-        to, kind, value, signals = pickle.loads(data)
+        to, kind, value, signals, self.now = pickle.loads(data)
         if to == tid:
             return kind, value, signals
         self._mail[to] = (kind, value, signals)
@@ -227,7 +230,7 @@ def _become(link: Link, proc: Process, tid: int) -> None:
         link.add_thread(thread.tid)
         _real.start_new_thread(thread_main, (link, thread, fn))
 
-    sched = RemoteScheduler(link.ask, start_thread, task)
+    sched = RemoteScheduler(link.ask, start_thread, task, lambda: link.now)
     machine = RemoteMachine(link.ask, local.machine, sched)
     local.machine.begin = _not_here  # the rank's copy never simulates
     local.machine.reads_on_rank = None  # its real reads are decided here, by this process's stack
