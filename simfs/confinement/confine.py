@@ -125,6 +125,15 @@ def confine(writable: Iterable[str] = ()) -> Confinement:
     return Confinement(version, confined, unconfined)
 
 
+def prepare() -> None:
+    """What confine() can do before a fork, done once here (Landlock's ABI, the filter's program):
+    each forked process then confines itself in a few system calls."""
+    if sys.platform == "linux":
+        landlock.abi()
+        if seccomp.available():
+            seccomp.compiled()
+
+
 def _filter() -> str:
     """Install the seccomp filter; why not, or "" when it is installed."""
     if not seccomp.available():

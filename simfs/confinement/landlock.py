@@ -6,6 +6,7 @@ handled only where the running kernel's ABI knows it, as the kernel documentatio
 from __future__ import annotations
 
 import ctypes
+import functools
 import errno
 import os
 import stat
@@ -55,6 +56,7 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+@functools.cache
 def abi() -> int:
     """The running kernel's Landlock ABI version; 0 without Landlock (ENOSYS: not built in,
     EOPNOTSUPP: not enabled at boot, e.g. missing from the lsm= list)."""

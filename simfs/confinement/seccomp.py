@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 
 from . import kernel
 
@@ -63,10 +64,17 @@ def program(audit_arch: int, numbers: dict[str, int]) -> list[tuple[int, int, in
     return code + [(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
 
 
-def install() -> None:
-    """Load the filter on the calling thread and what it starts later (no_new_privs must be set)."""
+@functools.cache
+def compiled() -> _Program:
+    """The filter as the kernel takes it (built once per process: a forked child inherits it)."""
     assert kernel.AUDIT_ARCH is not None, "seccomp.available() is False on this machine"
     code = program(kernel.AUDIT_ARCH, kernel.NUMBERS)
     instructions = (_Instruction * len(code))(*(_Instruction(*insn) for insn in code))
     prog = _Program(len(code), instructions)
-    kernel.prctl(kernel.PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
+    prog.keep = instructions  # the program points into it
+    return prog
+
+
+def install() -> None:
+    """Load the filter on the calling thread and what it starts later (no_new_privs must be set)."""
+    kernel.prctl(kernel.PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(compiled()))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import _real
 from ...confinement import Confinement
+from ...confinement.confine import prepare as prepare_confinement
 from ...errors import OutsideSimulation, RankDied, RankError, SimfsError
 from ..machine import ReadOnRank
 from ..process import Process
@@ -50,6 +51,7 @@ def _preload() -> None:
     for name in _PRELOADED:
         if name not in sys.modules and importlib.util.find_spec(name) is not None:
             importlib.import_module(name)
+    prepare_confinement()
 
 @dataclass(eq=False)
 class RankProcess:
