@@ -6,8 +6,8 @@ handled only where the running kernel's ABI knows it, as the kernel documentatio
 from __future__ import annotations
 
 import ctypes
-import functools
 import errno
+import functools
 import os
 import stat
 from collections.abc import Iterable
