@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,30 @@ def test_a_crash_a_ranks_own_operation_triggers_kills_the_processes_of_its_node(
     cluster = simfs.Cluster(2, 1, carrier="process", faults=[simfs.CrashNode(node=0, on="open")])
     result = cluster.run(_jobs().record_real_pid)
     assert set(result.crashed) == {0} and not result.errors, result.tracebacks
+
+
+def test_no_rank_process_outlives_a_killed_host(tmp_path: Path) -> None:
+    script = "import simfs, _carrier_jobs\nsimfs.Cluster(1, 1, carrier='process').run(_carrier_jobs.outlive_the_host)\n"
+    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert host.stdout is not None
+        line = host.stdout.readline()
+        assert line.startswith("rank pid"), line
+        rank = int(line.split()[-1])
+    finally:
+        host.kill()
+        host.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _running(rank):
+        time.sleep(0.05)
+    assert not _running(rank)
+
+
+def _running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (an exited process its new parent has not reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

@@ -39,6 +39,7 @@ AUDIT_ARCH: int | None = _AUDIT_ARCH.get(MACHINE)  # None: no seccomp filter is 
 
 # include/uapi/linux/prctl.h
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1  # include/uapi/linux/prctl.h
 PR_SET_SECCOMP = 22
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4

@@ -115,10 +115,11 @@ class ProcessCarrier:
         stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
+        host = os.getpid()
         pid = os.fork()
         if pid == 0:
             _real.close(host_end)
-            rank_side.main(rank_end, stacks, proc, self.sched.next_tid, job, args, kwargs, keep=())
+            rank_side.main(rank_end, stacks, proc, self.sched.next_tid, job, args, kwargs, keep=(), parent=host)
         _real.close(rank_end)
         rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks)
         return lambda: self._serve(rank)

@@ -20,7 +20,7 @@ from greenlet import getcurrent
 from ... import _real
 from ..._intercept import audit
 from ...choices import derive_seed
-from ...confinement import confine
+from ...confinement import confine, kernel
 from ...confinement.confine import WRITES
 from ...errors import SimfsError
 from ...report import format_exception, user_frame
@@ -51,13 +51,17 @@ class Link:
         """A request of the running thread; with it goes where rank code made it (for hangs and
         crashes in the report)."""
         tid = _tid()
-        wire.send(self.fd, ("call", tid, op, user_frame(sys._getframe(1)), *args))
+        self.tell(("call", tid, op, user_frame(sys._getframe(1)), *args))
         return self.answer(tid)
 
     def tell(self, message: tuple[Any, ...]) -> None:
-        """Send a message that has no answer (a thread's last): the caller then reads for the
-        others until it hands the turn over."""
-        wire.send(self.fd, message)
+        """Send a message (one without an answer: a thread's last, after which the caller reads
+        for the others until it hands the turn over). The host gone, the process ends at once:
+        rank code that swallows every exception cannot outlive it."""
+        try:
+            wire.send(self.fd, message)
+        except OSError:
+            os._exit(0)
 
     def answer(self, tid: int) -> Any:
         """Wait for the host's answer to thread ``tid`` (the scheduler's turn) and act on it."""
@@ -120,10 +124,11 @@ class Dispositions(dict[int, Any]):
 
 
 def main(fd: int, stacks_fd: int, proc: Process, tid: int, job: Callable[..., Any], args: tuple[Any, ...],
-         kwargs: dict[str, Any], keep: tuple[int, ...]) -> None:
+         kwargs: dict[str, Any], keep: tuple[int, ...], parent: int) -> None:
     """The rank process from fork to exit."""
     code = 0
     try:
+        _die_with(parent)
         _shed_host_descriptors(keep=(0, 1, 2, fd, stacks_fd, *keep))
         wire.forget()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's: it ends the ranks
@@ -183,6 +188,14 @@ def thread_main(link: Link, task: Task, fn: Callable[[], Any]) -> None:
         sched.notify_all(task.finished)
     link.tell((kind, task.tid, *outcome))
     link.hand_over()
+
+
+def _die_with(parent: int) -> None:
+    """The kernel kills this process when the host's thread that forked it ends (prctl(2)
+    PR_SET_PDEATHSIG), even by SIGKILL; a host already gone ends it now."""
+    kernel.prctl(kernel.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 def _outcome(body: Callable[[], Any]) -> tuple[Any, ...]:

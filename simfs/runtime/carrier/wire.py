@@ -14,7 +14,7 @@ from typing import Any
 from ... import _real
 
 _LENGTH = struct.Struct("!Q")
-_CHUNK = 1 << 20  # bytes per read(2) of a large message
+_CHUNK = 1 << 16  # bytes a read(2) asks for beyond what the message needs (os.read allocates them)
 # classes a rank's message may name, by module: plain data only (their construction runs no code
 # the rank chose)
 _PLAIN: dict[str, frozenset[str]] = {
@@ -79,7 +79,7 @@ def receive(fd: int) -> bytes | None:
                     _pending[fd] = buffer[need:]
                 return bytes(buffer[_LENGTH.size:need])
         try:
-            part = _real.read(fd, max(_CHUNK, need - len(buffer)))
+            part = _real.read(fd, max(_CHUNK, need - len(buffer)))  # a large message: in one read when it can
         except ConnectionResetError:
             return None
         if not part:
