@@ -6,6 +6,7 @@ request: exactly one thread of the cluster runs at a time."""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import pickle
@@ -52,6 +53,29 @@ def _preload() -> None:
         if name not in sys.modules and importlib.util.find_spec(name) is not None:
             importlib.import_module(name)
     prepare_confinement()
+
+_EXITING: list[int] = []  # killed rank processes of ended runs, not yet reaped
+
+
+def reap_exited() -> None:
+    """Reap the killed rank processes that have exited since (each run's end calls it)."""
+    for pid in list(_EXITING):
+        try:
+            done, _ = _real.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _EXITING.remove(pid)
+
+
+@atexit.register
+def _reap_all() -> None:
+    for pid in _EXITING:
+        try:
+            _real.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
 
 @dataclass(eq=False)
 class RankProcess:
@@ -349,13 +373,17 @@ class ProcessCarrier:
         self.kill(rank, why)
 
     def close(self) -> None:
-        """The run is over: no rank process outlives it."""
+        """The run is over: every rank process is killed (none runs code past its run). Those the
+        kernel has not finished tearing down are reaped later (_EXITING), off the run's time."""
         for rank in self.ranks.values():
             self.kill(rank, "the run ended")
-            self._reap(rank)
+            if not rank.reaped:
+                _EXITING.append(rank.pid)
+                rank.reaped = True
             wire.forget(rank.fd)
             _real.close(rank.fd)
             _real.close(rank.stacks)
+        reap_exited()
 
     def _reap(self, rank: RankProcess) -> int:
         if rank.reaped:
