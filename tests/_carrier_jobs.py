@@ -46,6 +46,14 @@ def escape_attempts() -> dict[str, Any]:
     out["libc_socket"] = (sock, ctypes.get_errno())
     import torch
 
+    import sqlite3
+
+    try:  # SQLite opens the attached file in C, past every Python-level hook
+        sqlite3.connect(":memory:").execute(f"ATTACH DATABASE '{CANARY}.db' AS escaped").execute(
+            "CREATE TABLE escaped.t (x)")
+        out["sqlite_attach"] = "attached"
+    except sqlite3.Error as exc:
+        out["sqlite_attach"] = str(exc)
     os.makedirs(os.path.dirname(CANARY), exist_ok=True)  # on the simulated machine
     torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), CANARY + ".pt")
     out["jit_saved_in_simulation"] = os.path.exists(CANARY + ".pt")

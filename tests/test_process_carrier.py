@@ -92,8 +92,9 @@ def test_the_kernel_refuses_what_python_routing_misses(canary: Path, listener: s
     sock, err = attempts["libc_socket"]
     assert sock == -1 and err == 13  # EACCES: the seccomp filter
     assert attempts["jit_saved_in_simulation"] is True
+    assert attempts["sqlite_attach"] == "unable to open database: " + f"{canary}.db"
     assert attempts["tcp"] in ("BypassError", "PermissionError")
-    assert not canary.exists() and not Path(f"{canary}.pt").exists()
+    assert not canary.exists() and not Path(f"{canary}.pt").exists() and not Path(f"{canary}.db").exists()
     with pytest.raises(TimeoutError):
         listener.accept()
 
