@@ -44,9 +44,9 @@ def escape_attempts() -> dict[str, Any]:
     out["libc_open"] = (fd, ctypes.get_errno())
     sock = libc.socket(2, 1, 0)  # AF_INET, SOCK_STREAM
     out["libc_socket"] = (sock, ctypes.get_errno())
-    import torch
-
     import sqlite3
+
+    import torch
 
     try:  # SQLite opens the attached file in C, past every Python-level hook
         sqlite3.connect(":memory:").execute(f"ATTACH DATABASE '{CANARY}.db' AS escaped").execute(
