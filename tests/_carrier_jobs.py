@@ -288,3 +288,25 @@ def outlive_the_host() -> None:
             time.sleep(0.01)
         except BaseException:  # noqa: BLE001 - the point: it swallows everything
             continue
+
+
+def signals() -> Any:
+    """Rank 1 handles SIGUSR1; rank 0 sends it SIGUSR1, then SIGINT (Python's default handler:
+    KeyboardInterrupt in rank 1)."""
+    import signal
+
+    if rank() == 1:
+        got: list[int] = []
+        signal.signal(signal.SIGUSR1, lambda signum, frame: got.append(signum))
+        time.sleep(1)
+        try:
+            time.sleep(1)
+        except KeyboardInterrupt:
+            return got, "interrupted"
+        return got, "not interrupted"
+    time.sleep(0.5)
+    peer = os.getpid() + 1  # local ranks' simulated pids are consecutive
+    os.kill(peer, signal.SIGUSR1)
+    time.sleep(1)
+    os.kill(peer, signal.SIGINT)
+    return "sent"

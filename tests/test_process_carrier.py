@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -272,3 +273,9 @@ def _running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+def test_signals_between_rank_processes_run_the_receivers_handlers() -> None:
+    result = simfs.Cluster(1, 2, carrier="process").run(_jobs().signals)
+    assert not result.errors, result.tracebacks
+    assert result.returns == {0: "sent", 1: ([signal.SIGUSR1], "interrupted")}

@@ -143,9 +143,12 @@ class ProcessCarrier:
         pid = os.fork()
         if pid == 0:
             _real.close(host_end)
-            rank_side.main(rank_end, stacks, proc, self.sched.next_tid, job, args, kwargs, keep=(), parent=host)
+            rank_side.main(rank_end, stacks, proc, self.sched.next_tid, job, args, kwargs, parent=host)
         _real.close(rank_end)
         rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks)
+        for signum, handler in list(proc.signal_handlers.items()):
+            if callable(handler):  # Python's own (SIGINT's default_int_handler) runs in the rank too
+                proc.signal_handlers[signum] = _Forward(rank)
         return lambda: self._serve(rank)
 
     def _greeted(self, rank: RankProcess) -> None:

@@ -120,16 +120,16 @@ class Dispositions(dict[int, Any]):
     def __setitem__(self, signum: int, handler: Any) -> None:
         super().__setitem__(signum, handler)
         kind = "default" if handler == signal.SIG_DFL else "ignore" if handler == signal.SIG_IGN else "handler"
-        self._link.ask("disposition", signum, kind)
+        self._link.ask("disposition", int(signum), kind)
 
 
 def main(fd: int, stacks_fd: int, proc: Process, tid: int, job: Callable[..., Any], args: tuple[Any, ...],
-         kwargs: dict[str, Any], keep: tuple[int, ...], parent: int) -> None:
+         kwargs: dict[str, Any], parent: int) -> None:
     """The rank process from fork to exit."""
     code = 0
     try:
         _die_with(parent)
-        _shed_host_descriptors(keep=(0, 1, 2, fd, stacks_fd, *keep))
+        _shed_host_descriptors(keep=(0, 1, 2, fd, stacks_fd))
         wire.forget()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's: it ends the ranks
         stacks = os.fdopen(stacks_fd, "w")

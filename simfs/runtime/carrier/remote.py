@@ -126,7 +126,7 @@ class RemoteMachine:
         return pid if alive else None
 
     def deliver(self, target: int | Process, signum: int, sender: str) -> None:
-        self._ask("signal", target if isinstance(target, int) else target.pid, signum, sender)
+        self._ask("signal", target if isinstance(target, int) else target.pid, int(signum), sender)
 
     def end_process(self, proc: Process, outcome: BaseException | None) -> None:
         self._ask("exit", outcome)
@@ -177,10 +177,12 @@ class RemoteSyscalls:
 
 
 def _plain(value: Any) -> Any:
-    """An argument as plain data the host loads: paths as str or bytes, buffers as bytes, a
-    file object as its descriptor."""
+    """An argument as plain data the host loads: paths as str or bytes, buffers as bytes, an
+    int enum as its number, a file object as its descriptor."""
     if isinstance(value, os.PathLike):
         return os.fspath(value)
+    if isinstance(value, int) and type(value) not in (int, bool):  # an IntEnum or IntFlag: its number
+        return int(value)
     if isinstance(value, (memoryview, bytearray)):
         return bytes(value)
     if not isinstance(value, (int, str, bytes, float, tuple, list, type(None))) and hasattr(value, "fileno"):
