@@ -33,5 +33,6 @@ class Target:
                              carrier=self.carrier)
 
     def describe(self) -> str:
+        carried = ", each rank a process" if self.carrier == "process" else ""
         return (f"{getattr(self.job, '__qualname__', repr(self.job))} on {self.profile.name} "
-                f"({self.nodes} node{'s' if self.nodes > 1 else ''} x {self.ranks_per_node} ranks)")
+                f"({self.nodes} node{'s' if self.nodes > 1 else ''} x {self.ranks_per_node} ranks{carried})")

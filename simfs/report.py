@@ -110,6 +110,7 @@ class Result:
     switches: int
     notes: list[str] = field(default_factory=list)
     node_ops: list[int] = field(default_factory=list)  # filesystem operations of each node's ranks
+    carrier: str = "greenlet"  # how the ranks were carried: greenlets of one process, or OS processes
 
     @property
     def ok(self) -> bool:
@@ -121,7 +122,8 @@ class Result:
         """A human-readable account of the run."""
         head = "ok" if self.ok else "FAILED"
         ranks = len(set(self.returns) | set(self.errors) | set(self.crashed) | set(self.hung))
-        lines = [f"simfs run {head}: {ranks} ranks, "
+        carried = "processes" if self.carrier == "process" else "greenlets"
+        lines = [f"simfs run {head}: {ranks} ranks as {carried}, "
                  f"{self.ops} operations, {self.virtual_time:g}s virtual in {self.wall_time:.3f}s wall"]
         for _rank, info in sorted(self.crashed.items()):
             lines.append(f"  crashed: {info}")
@@ -145,6 +147,7 @@ def result_to_json(result: Result, *, trace: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "schema": 1,
         "ok": result.ok,
+        "carrier": result.carrier,
         "virtual_time": result.virtual_time,
         "wall_time": result.wall_time,
         "ops": result.ops,

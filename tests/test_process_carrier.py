@@ -159,6 +159,7 @@ def test_a_rank_that_never_yields_is_killed_by_the_watchdog(job: str, canary: Pa
 
 def test_the_same_seed_gives_the_same_run_and_replay() -> None:
     runs = [simfs.Cluster(2, 2, carrier="process", seed=11).run(_jobs().files) for _ in range(2)]
+    assert runs[0].carrier == "process" and "4 ranks as processes" in runs[0].summary()
     assert runs[0].returns == runs[1].returns == {r: ["0", "1", "2", "3"] for r in range(4)}
     assert [str(e) for e in runs[0].trace] == [str(e) for e in runs[1].trace]
     again = simfs.replay(runs[0].replay)

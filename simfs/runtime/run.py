@@ -305,7 +305,7 @@ class Run:
                       crashed=state.crashed, hung=hung,
                       virtual_time=sched.now - start, wall_time=wall, trace=self.machine.trace, replay=replay,
                       ops=self.machine.total_ops, switches=sched.switches, notes=state.notes,
-                      node_ops=list(self.machine.node_ops))
+                      node_ops=list(self.machine.node_ops), carrier=self.settings.carrier)
 
 
 class _Stop(BaseException):
