@@ -106,14 +106,7 @@ class DistWorld:
 
     # -- membership -------------------------------------------------------------------------
     def group(self, group: Any, rank: int) -> SimGroup:
-        if not self.initialized[rank]:
-            raise ValueError("Default process group has not been initialized, "
-                             "please make sure to call init_process_group.")
-        if group is None or not isinstance(group, SimGroup):
-            return self.world
-        if rank not in group.ranks:
-            raise ValueError(f"rank {rank} is not a member of {group!r}")
-        return group
+        return named_group(self.world, group, rank, self.initialized[rank])
 
     def init(self, rank: int, timeout: Any) -> None:
         if self.initialized_by_job[rank]:
@@ -213,6 +206,19 @@ class DistWorld:
             return {r: created for r in g.ranks}
         ordered = [call.arrived[r] for r in g.ranks]
         return {r: ordered for r in g.ranks}
+
+
+def named_group(world: SimGroup, group: Any, rank: int, initialized: bool) -> SimGroup:
+    """The group a torch.distributed call of ``rank`` names (None, or anything but a SimGroup:
+    the world), as torch checks it."""
+    if not initialized:
+        raise ValueError("Default process group has not been initialized, "
+                         "please make sure to call init_process_group.")
+    if group is None or not isinstance(group, SimGroup):
+        return world
+    if rank not in group.ranks:
+        raise ValueError(f"rank {rank} is not a member of {group!r}")
+    return group
 
 
 def _seconds(timeout: Any) -> float:

@@ -10,7 +10,7 @@ import pickle
 import sys
 from typing import Any
 
-from ..dist import DistWorld, SimGroup
+from ..dist import DistWorld, SimGroup, named_group
 from .remote import Ask
 
 _TENSOR, _TENSORS, _PICKLED = "tensor", "tensors", "pickled"
@@ -35,14 +35,7 @@ class RemoteWorld:
         self.world = SimGroup(local, list(local.world.ranks), local.world.name, local.world.timeout)
 
     def group(self, group: Any, rank: int) -> SimGroup:
-        if not self.initialized.value:
-            raise ValueError("Default process group has not been initialized, "
-                             "please make sure to call init_process_group.")
-        if group is None or not isinstance(group, SimGroup):
-            return self.world
-        if rank not in group.ranks:
-            raise ValueError(f"rank {rank} is not a member of {group!r}")
-        return group
+        return named_group(self.world, group, rank, self.initialized.value)
 
     def init(self, rank: int, timeout: Any) -> None:
         self._ask("dist_init", _seconds(timeout))
