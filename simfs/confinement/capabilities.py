@@ -23,12 +23,11 @@ class _Data(ctypes.Structure):  # struct __user_cap_data_struct (two of them in 
 
 
 def held() -> int:
-    """The calling thread's permitted set as a bit mask (proc(5): CapPrm in /proc/thread-self/status)."""
-    with open("/proc/thread-self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("CapPrm:"):
-                return int(line.split()[1], 16)
-    raise OSError("/proc/thread-self/status has no CapPrm line")
+    """The calling thread's permitted set as a bit mask (capget(2); proc(5)'s CapPrm line of
+    /proc/thread-self/status says the same, but reading it took ~8 ms in a process with torch)."""
+    header, data = _Header(LINUX_CAPABILITY_VERSION_3, 0), (_Data * 2)()
+    kernel.syscall("capget", ctypes.addressof(header), ctypes.addressof(data))
+    return int(data[0].permitted) | int(data[1].permitted) << 32
 
 
 def drop() -> None:

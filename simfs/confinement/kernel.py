@@ -19,7 +19,7 @@ _COMMON = {
 }
 # arch/x86/entry/syscalls/syscall_64.tbl
 _X86_64 = {
-    "socket": 41, "chmod": 90, "fchmod": 91, "chown": 92, "fchown": 93, "lchown": 94, "capset": 126,
+    "socket": 41, "chmod": 90, "fchmod": 91, "chown": 92, "fchown": 93, "lchown": 94, "capget": 125, "capset": 126,
     "utime": 132, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197,
     "lremovexattr": 198, "fremovexattr": 199, "utimes": 235, "fchownat": 260, "futimesat": 261,
     "fchmodat": 268, "utimensat": 280,
@@ -28,7 +28,7 @@ _X86_64 = {
 _AARCH64 = {
     "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
     "fremovexattr": 16, "fchmod": 52, "fchmodat": 53, "fchownat": 54, "fchown": 55, "utimensat": 88,
-    "capset": 91, "socket": 198,
+    "capget": 90, "capset": 91, "socket": 198,
 }
 # include/uapi/linux/audit.h: AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64 (what seccomp_data.arch holds)
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
