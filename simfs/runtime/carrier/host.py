@@ -6,15 +6,12 @@ request: exactly one thread of the cluster runs at a time."""
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
 import pickle
-import signal
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ... import _real
@@ -23,22 +20,18 @@ from ...confinement.confine import prepare as prepare_confinement
 from ...errors import OutsideSimulation, RankDied, RankError, SimfsError
 from ..machine import ReadOnRank
 from ..process import Process
-from ..scheduler import DONE, Task, current_task
-from ..syscalls import Syscalls
-from ..syscalls.dirent import ScandirIterator
-from ..waitqueue import WaitQueue
+from ..scheduler import Task
 from . import rank as rank_side
 from . import wire
+from .handle import Forward, RankProcess, reap_exited
 from .hostdist import DistRequests
+from .requests import ProcessRequests
 
 if TYPE_CHECKING:
     from ..dist import DistWorld
     from ..machine import Machine
     from ..scheduler import Scheduler
 
-# what a rank may ask of its Syscalls: the public system calls, nothing else of the host's object
-SYSCALLS = frozenset(name for name in dir(Syscalls) if not name.startswith("_") and callable(getattr(Syscalls, name))
-                     and name not in ("exit_process",))
 _STACKS_GRACE = 2.0  # real seconds a stuck rank gets to write its stacks before it is killed
 
 
@@ -54,56 +47,8 @@ def _preload() -> None:
             importlib.import_module(name)
     prepare_confinement()
 
-_EXITING: list[int] = []  # killed rank processes of ended runs, not yet reaped
-
-
-def reap_exited() -> None:
-    """Reap the killed rank processes that have exited since (each run's end calls it)."""
-    for pid in list(_EXITING):
-        try:
-            done, _ = _real.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            _EXITING.remove(pid)
-
-
-@atexit.register
-def _reap_all() -> None:
-    for pid in _EXITING:
-        try:
-            _real.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-
-
-@dataclass(eq=False)
-class RankProcess:
-    """The host's handle on one rank process."""
-
-    proc: Process
-    pid: int
-    fd: int
-    stacks: int
-    queues: dict[int, WaitQueue] = field(default_factory=dict)  # the rank's wait queues, by its key
-    signals: list[int] = field(default_factory=list)  # for its handlers, with its main thread's next answer
-    killed: str = ""  # why the host killed it (empty: it was not)
-    reaped: bool = False
-
-
 class _Exited(Exception):
     """The rank process exited with status 0 without a word (exit(3) from C code)."""
-
-
-class _Forward:
-    """A rank's Python signal handler as the host's Process holds it: delivering the signal queues
-    it for the rank, whose own handler runs when its next answer arrives."""
-
-    def __init__(self, rank: RankProcess) -> None:
-        self._rank = rank
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        self._rank.signals.append(signum)
 
 
 class ProcessCarrier:
@@ -117,15 +62,8 @@ class ProcessCarrier:
         self.ranks: dict[int, RankProcess] = {}
         self.requests = 0  # served so far: the watchdog's sign of progress
         self.confinement: Confinement | None = None
-        self._importing = False  # the request being served comes from the rank's import system
         self._where: dict[int, str] = {}  # task id -> where its rank code made its last request
-        machine.reads_on_rank = lambda: self._importing
-        self._handlers: dict[str, Callable[..., Any]] = {
-            "sys": self._sys, "check_fd": self._check_fd,
-            "elapse": self._elapse, "block": self._block, "notify_all": self._notify_all, "note": self._note,
-            "alive": self._alive, "signal": self._signal, "disposition": self._disposition, "exit": self._exit,
-            "spawn": self._spawn, "busy_threads": self._busy_threads,
-        }
+        self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
         for op, serve in DistRequests(world).handlers().items():
             self._handlers[op] = lambda rank, *args, serve=serve: serve(rank.proc.rank, *args)
 
@@ -148,7 +86,7 @@ class ProcessCarrier:
         rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks)
         for signum, handler in list(proc.signal_handlers.items()):
             if callable(handler):  # Python's own (SIGINT's default_int_handler) runs in the rank too
-                proc.signal_handlers[signum] = _Forward(rank)
+                proc.signal_handlers[signum] = Forward(rank)
         return lambda: self._serve(rank)
 
     def _greeted(self, rank: RankProcess) -> None:
@@ -224,7 +162,7 @@ class ProcessCarrier:
         try:
             return wire.load_untrusted(data)  # type: ignore[arg-type]  # not None: _died raised
         except Exception as exc:  # noqa: BLE001 - anything unloadable ends the rank, nothing of it runs here
-            self.kill(rank, "it sent the host something other than plain data")
+            rank.kill("it sent the host something other than plain data")
             raise SimfsError(f"rank {rank.proc.rank} sent the host a message it does not load ({exc!r}): "
                              "rank code never runs in the host") from None
 
@@ -250,8 +188,8 @@ class ProcessCarrier:
 
     def _died(self, rank: RankProcess) -> None:
         """The rank's process is gone without saying how it ended: raise what happened to it."""
-        status = self._reap(rank)
-        stacks = self._stacks(rank)
+        status = rank.reap()
+        stacks = rank.stacks_text()
         if rank.killed:
             raise OutsideSimulation(f"rank {rank.proc.rank}: {rank.killed}; it was here:\n{stacks}")
         if os.WIFSIGNALED(status):
@@ -263,96 +201,15 @@ class ProcessCarrier:
             raise SystemExit(code)
         raise _Exited
 
-    # -- requests ----------------------------------------------------------------------------------
-    def _sys(self, rank: RankProcess, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], importing: bool,
-             umask: int) -> Any:
-        if name not in SYSCALLS or type(args) is not tuple or type(kwargs) is not dict:
-            raise SimfsError(f"simfs: a rank process asked for system call {name!r}, which does not exist")
-        rank.proc.umask = int(umask) & 0o777
-        self._importing = bool(importing)
-        try:
-            value = getattr(rank.proc.sys, name)(*args, **kwargs)
-        finally:
-            self._importing = False
-        if isinstance(value, ScandirIterator):
-            return [(e.name, e.path, e.inode(), e._kind) for e in value]
-        return value
-
-    def _spawn(self, rank: RankProcess, name: str, daemon: bool) -> int:
-        proc = rank.proc
-        task = self.sched.spawn(lambda: self._serve(rank), proc.rank, proc, f"rank{proc.rank}/{name}", is_main=False,
-                                daemon=bool(daemon))
-        return task.tid
-
-    def _busy_threads(self, rank: RankProcess) -> list[int]:
-        sched = self.sched
-        return [t.tid for t in sched.threads.get(rank.proc.rank, ())
-                if not t.daemon and t.state != DONE and sched.progressing(t)]
-
-    def _check_fd(self, rank: RankProcess, fd: Any) -> None:
-        rank.proc.sys._fd(fd)
-
-    def _elapse(self, rank: RankProcess, cost: float) -> None:
-        self.sched.elapse(float(cost))
-
-    def _block(self, rank: RankProcess, key: int, what: str, timeout: float | None) -> bool:
-        queue = rank.queues.get(key)
-        if queue is None:
-            queue = rank.queues[key] = WaitQueue(str(what))
-        return self.sched.block(queue, None if timeout is None else float(timeout))
-
-    def _notify_all(self, rank: RankProcess, key: int) -> None:
-        queue = rank.queues.get(key)
-        if queue is not None:
-            self.sched.notify_all(queue)
-
-    def _note(self, rank: RankProcess, op: str, path: str, outcome: str, rank_no: int, node: int) -> None:
-        self.machine.note(str(op), str(path), str(outcome), rank=int(rank_no), node=int(node))
-
-    def _alive(self, rank: RankProcess, pid: int) -> bool:
-        return self.machine.process_on(rank.proc.node, int(pid)) is not None
-
-    def _signal(self, rank: RankProcess, pid: int, signum: int, sender: str) -> None:
-        target = self.machine.process_on(rank.proc.node, int(pid))
-        if target is None:
-            raise ProcessLookupError(3, os.strerror(3))  # ESRCH
-        self.machine.deliver(target, int(signum), str(sender))
-
-    def _disposition(self, rank: RankProcess, signum: int, kind: str) -> None:
-        handlers = rank.proc.signal_handlers
-        handlers[int(signum)] = {"default": signal.SIG_DFL, "ignore": signal.SIG_IGN}.get(kind) or _Forward(rank)
-
-    def _exit(self, rank: RankProcess, outcome: BaseException | None) -> None:
-        if outcome is not None and not isinstance(outcome, BaseException):
-            raise SimfsError(f"simfs: a rank process exited with {outcome!r}")
-        self.kill(rank, "")
-        self.machine.end_process(rank.proc, outcome)  # ends this proxy: does not return
-
     def where(self, task: Task) -> str:
         """'file:line in function' of the rank code that made the task's last request."""
         return self._where.get(task.tid, "")
 
     # -- ending --------------------------------------------------------------------------------------
-    def kill(self, rank: RankProcess, why: str) -> None:
-        """SIGKILL the rank's process (a crashed node, a stuck rank, the end of the run)."""
-        if rank.reaped:
-            return
-        rank.killed = rank.killed or why
-        task = current_task()  # a proxy, when a rank's request crashed a node: the call is the host's own
-        if task is not None:
-            task.host_calls += 1
-        try:
-            _real.kill(rank.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        finally:
-            if task is not None:
-                task.host_calls -= 1
-
     def kill_node(self, node: int, why: str) -> None:
         for rank in self.ranks.values():
             if rank.proc.node == node:
-                self.kill(rank, why)
+                rank.kill(why)
 
     def stop_running(self, why: str, *, stacks: bool) -> None:
         """Kill the rank process that holds the turn (Ctrl-C, or the watchdog); with ``stacks``,
@@ -373,28 +230,15 @@ class ProcessCarrier:
                 if now and now == size:
                     break
                 size = now
-        self.kill(rank, why)
+        rank.kill(why)
 
     def close(self) -> None:
         """The run is over: every rank process is killed (none runs code past its run). Those the
-        kernel has not finished tearing down are reaped later (_EXITING), off the run's time."""
+        kernel has not finished tearing down are reaped later, off the run's time."""
         for rank in self.ranks.values():
-            self.kill(rank, "the run ended")
-            if not rank.reaped:
-                _EXITING.append(rank.pid)
-                rank.reaped = True
+            rank.kill("the run ended")
+            rank.reap_later()
             wire.forget(rank.fd)
             _real.close(rank.fd)
             _real.close(rank.stacks)
         reap_exited()
-
-    def _reap(self, rank: RankProcess) -> int:
-        if rank.reaped:
-            return 0
-        _, status = _real.waitpid(rank.pid, 0)
-        rank.reaped = True
-        return status
-
-    def _stacks(self, rank: RankProcess) -> str:
-        size = _real.fstat(rank.stacks).st_size
-        return _real.pread(rank.stacks, size, 0).decode(errors="replace") if size else "(no stacks were written)"

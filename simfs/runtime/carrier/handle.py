@@ -1,0 +1,100 @@
+"""The host's handle on one rank process: its pid, its socket, the memfd its faulthandler writes
+to, its wait queues and pending signals; killing it as the host's own call, reaping it, reading
+its stacks. Killed processes of ended runs are reaped later, off the runs' time."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+from ... import _real
+from ..process import Process
+from ..scheduler import current_task
+from ..waitqueue import WaitQueue
+
+_EXITING: list[int] = []  # killed rank processes of ended runs, not yet reaped
+
+
+@dataclass(eq=False)
+class RankProcess:
+    """The host's handle on one rank process."""
+
+    proc: Process
+    pid: int
+    fd: int
+    stacks: int
+    queues: dict[int, WaitQueue] = field(default_factory=dict)  # the rank's wait queues, by its key
+    signals: list[int] = field(default_factory=list)  # for its handlers, with its main thread's next answer
+    killed: str = ""  # why the host killed it (empty: it was not)
+    reaped: bool = False
+
+    def kill(self, why: str) -> None:
+        """SIGKILL the process (a crashed node, a stuck rank, the end of the run), as the host's
+        own call even when a rank's request led here (the audit hook refuses rank tasks' kills)."""
+        if self.reaped:
+            return
+        self.killed = self.killed or why
+        task = current_task()
+        if task is not None:
+            task.host_calls += 1
+        try:
+            _real.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        finally:
+            if task is not None:
+                task.host_calls -= 1
+
+    def reap(self) -> int:
+        """Wait for the process to be gone; its wait status (0 if reaped before)."""
+        if self.reaped:
+            return 0
+        _, status = _real.waitpid(self.pid, 0)
+        self.reaped = True
+        return status
+
+    def reap_later(self) -> None:
+        """A killed process of an ended run: reaped once the kernel has torn it down."""
+        if not self.reaped:
+            _EXITING.append(self.pid)
+            self.reaped = True
+
+    def stacks_text(self) -> str:
+        """What faulthandler wrote: the fatal signal's native and Python stacks, or the threads'
+        stacks the host asked for."""
+        size = _real.fstat(self.stacks).st_size
+        return _real.pread(self.stacks, size, 0).decode(errors="replace") if size else "(no stacks were written)"
+
+
+class Forward:
+    """A rank's Python signal handler as the host's Process holds it: delivering the signal queues
+    it for the rank, whose own handler runs when its next answer arrives."""
+
+    def __init__(self, rank: RankProcess) -> None:
+        self._rank = rank
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self._rank.signals.append(signum)
+
+
+def reap_exited() -> None:
+    """Reap the killed rank processes that have exited since (each run's end calls it)."""
+    for pid in list(_EXITING):
+        try:
+            done, _ = _real.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _EXITING.remove(pid)
+
+
+@atexit.register
+def _reap_all() -> None:
+    for pid in _EXITING:
+        try:
+            _real.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
