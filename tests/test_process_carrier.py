@@ -280,3 +280,13 @@ def test_signals_between_rank_processes_run_the_receivers_handlers() -> None:
     result = simfs.Cluster(1, 2, carrier="process").run(_jobs().signals)
     assert not result.errors, result.tracebacks
     assert result.returns == {0: "sent", 1: ([signal.SIGUSR1], "interrupted")}
+
+
+def test_a_system_calls_answer_is_never_mistaken_for_the_hosts_own_words() -> None:
+    def job() -> tuple[str, list[str]]:
+        os.symlink("local", "/shared/link")
+        os.mkdir("/shared/local")
+        return os.readlink("/shared/link"), sorted(os.listdir("/shared"))
+
+    result = simfs.Cluster(1, 1, carrier="process").run(job)
+    assert result.returns == {0: ("local", ["link", "local"])}, result.tracebacks

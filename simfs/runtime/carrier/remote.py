@@ -23,7 +23,12 @@ if TYPE_CHECKING:
     from ..waitqueue import WaitQueue
 
 Ask = Callable[..., Any]  # ask(op, *args, **kwargs): the host's answer (or its exception, raised)
-LOCAL = "local"  # the host's answer for a call on the real machine: make it here
+class _Local:
+    """The host's answer for a call on the real machine: make it here (compared by identity: a
+    system call may well return the string "local")."""
+
+
+LOCAL = _Local()
 
 
 class RemoteScheduler:
@@ -154,7 +159,7 @@ class RemoteSyscalls:
                 return method(*args, **kwargs)  # a real descriptor of this process
             answer = self._ask("sys", name, tuple(_plain(a) for a in args),
                                {k: _plain(v) for k, v in kwargs.items()}, from_import_system(), self.proc.umask)
-            if answer == LOCAL:
+            if answer is LOCAL:
                 return method(*args, **kwargs)
             if name in ("chdir", "fchdir"):
                 self.proc.cwd = self._ask("sys", "getcwd", (), {}, False, self.proc.umask)
