@@ -310,3 +310,13 @@ def signals() -> Any:
     time.sleep(1)
     os.kill(peer, signal.SIGINT)
     return "sent"
+
+
+def spin_after_saying_so() -> None:
+    """Prints its real pid, then holds the GIL in a loop that swallows every exception."""
+    print("rank pid", ctypes.CDLL(None).getpid(), flush=True)
+    while True:
+        try:
+            sum(range(1000))
+        except BaseException:  # noqa: BLE001, S112 - the point: it swallows everything
+            continue

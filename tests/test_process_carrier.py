@@ -290,3 +290,24 @@ def test_a_system_calls_answer_is_never_mistaken_for_the_hosts_own_words() -> No
 
     result = simfs.Cluster(1, 1, carrier="process").run(job)
     assert result.returns == {0: ("local", ["link", "local"])}, result.tracebacks
+
+
+def test_ctrl_c_stops_a_run_whose_rank_never_yields() -> None:
+    script = textwrap.dedent("""
+        import simfs, _carrier_jobs
+        try:
+            simfs.Cluster(1, 1, carrier="process").run(_carrier_jobs.spin_after_saying_so)
+        except simfs.Interrupted as interrupted:
+            print("interrupted:", sorted(interrupted.result.errors), flush=True)
+    """)
+    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert host.stdout is not None
+        rank = int(host.stdout.readline().split()[-1])
+        host.send_signal(signal.SIGINT)
+        out, _ = host.communicate(timeout=30)
+    finally:
+        host.kill()
+    assert host.returncode == 0 and out.strip() == "interrupted: [0]"
+    assert not _running(rank)
