@@ -69,7 +69,7 @@ def escape_attempts() -> dict[str, Any]:
 
 def leave_things_behind() -> str:
     """What a rank leaves in its interpreter: a patched stdlib function, a planted module, a gc
-    callback, a finalizer and an atexit handler that would write the canary."""
+    callback, a finalizer, an atexit handler and a daemon thread that would write the canary."""
     def write_canary(*args: Any) -> None:
         with open(CANARY, "w") as f:
             f.write("escaped")
@@ -85,8 +85,10 @@ def leave_things_behind() -> str:
     weakref.finalize(holder, write_canary)
     sys.modules["_simfs_test_holder"] = holder  # type: ignore[assignment]
     import atexit
+    import threading
 
     atexit.register(write_canary)
+    threading.Thread(target=lambda: (time.sleep(3600), write_canary()), daemon=True).start()
     return "left"
 
 
