@@ -22,19 +22,34 @@ def _is_internal(filename: str) -> bool:
     return filename.startswith(_SIMFS_DIR) or _GREENLET_HINT in filename
 
 
+_SIMFS, _STDLIB, _RANK_CODE = 0, 1, 2
+_KINDS: dict[str, int] = {}  # a code's file name -> whose code it is (asked on every rank request)
+
+
+def _kind(filename: str) -> int:
+    kind = _KINDS.get(filename)
+    if kind is None:
+        kind = _KINDS[filename] = _SIMFS if _is_internal(filename) else \
+            _STDLIB if filename.startswith(_STDLIB_DIRS) or filename.startswith("<frozen ") else _RANK_CODE
+    return kind
+
+
 def user_frame(frame: FrameType | None) -> str:
     """'file:line in function' of the innermost frame of rank code (not simfs, not stdlib).
     Runs inside ranks too, so it must not touch the filesystem."""
-    fallback = ""
+    fallback: FrameType | None = None
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not _is_internal(filename):
-            here = f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}"
-            if not filename.startswith(_STDLIB_DIRS) and not filename.startswith("<frozen "):
-                return here
-            fallback = fallback or here
+        kind = _kind(frame.f_code.co_filename)
+        if kind == _RANK_CODE:
+            break
+        if kind == _STDLIB and fallback is None:
+            fallback = frame
         frame = frame.f_back
-    return fallback
+    found = frame or fallback
+    if found is None:
+        return ""
+    code = found.f_code
+    return f"{code.co_filename}:{found.f_lineno} in {code.co_name}"
 
 
 def format_exception(exc: BaseException) -> str:

@@ -98,15 +98,16 @@ class Run:
         if self.carrier is None:  # rank processes hold their own
             self.sched.enter = per_process.enter
         sim = threading.Thread(target=self._drive, name="simfs-run", daemon=True)
-        sim.start()
         interrupted = False
         try:
             try:
+                sim.start()
                 self._supervise(sim)
             except KeyboardInterrupt:
                 interrupted = True
                 self._stop(sim)
-            sim.join()
+            if sim.ident is not None:
+                sim.join()
         finally:
             per_process.leave()
             if self.carrier is not None:
@@ -125,14 +126,18 @@ class Run:
 
     def _stop(self, sim: threading.Thread) -> None:
         """Ctrl-C: every rank stops at its next operation; a rank busy in Python code without
-        any is interrupted where it is."""
+        any is interrupted where it is (a greenlet rank by an exception, a rank process by
+        SIGKILL: the simulation thread runs only the host's code then, never to be interrupted)."""
         self.stopping = True
-        if self.carrier is not None:
-            self.carrier.stop_running("the run was interrupted (Ctrl-C)", stacks=False)
+        if sim.ident is None:  # interrupted before the simulation started: nothing ran
+            self.state.done.set()
         for _ in range(20):
+            if self.carrier is not None:
+                self.carrier.stop_running("the run was interrupted (Ctrl-C)", stacks=False)
             if self.state.done.wait(0.25):
                 return
-            _raise_in_thread(sim.ident, _Stop)
+            if self.carrier is None:
+                _raise_in_thread(sim.ident, _Stop)
         raise SimfsError("Ctrl-C could not stop the simulation thread (a rank swallows every exception?)")
 
     # -- ranks -------------------------------------------------------------------------------------
