@@ -173,9 +173,10 @@ class Env:
     host: Host
     ctx: Ctx
 
-    def run(self, job: Callable[..., Any], *args: Any, rpn: int = 1) -> tuple[simfs.Result | None, list[str]]:
+    def run(self, job: Callable[..., Any], *args: Any, rpn: int = 1,
+            carrier: str = "greenlet") -> tuple[simfs.Result | None, list[str]]:
         """``job(*args)`` on a fresh one-node cluster with the host watched, then the following runs."""
-        cluster = simfs.Cluster(nodes=1, ranks_per_node=rpn, seed=0, watchdog=5)
+        cluster = simfs.Cluster(nodes=1, ranks_per_node=rpn, seed=0, watchdog=5, carrier=carrier)
         result = None
         with self.host.watch() as problems:
             try:
@@ -921,6 +922,18 @@ def test_interpreter_state(env: Env, a: Attempt) -> None:
     """Per-process state a rank changes (environment, sys settings, hooks, streams, gc, logging,
     imports) stays in the rank: the host's is the same after the run."""
     check(env, a)
+
+
+@pytest.mark.parametrize("a", params(BELOW_OS + DESCRIPTORS + SIGNALS + PROCESSES + LIBRARIES + PROCESS_STATE))
+def test_the_host_is_as_before_after_a_rank_process_tries(env: Env, a: Attempt) -> None:
+    """Every attempt above, from a rank process (Cluster(carrier="process")): whatever it achieves
+    inside its own process, which the kernel confines, the host is as before the run (its state,
+    the real sentinel tree, its descriptors, signals and limits) and the cluster's next runs work."""
+    with a.host(env.ctx) if a.host else contextlib.nullcontext():
+        _, problems = env.run(_in_rank, a, env.ctx, carrier="process")
+    if a.after is not None:
+        problems += a.after(env.ctx)
+    assert not problems, f"{a.id}:\n" + "\n".join(problems)
 
 
 # -- per-thread state must not leak from one rank to another ---------------------------------------

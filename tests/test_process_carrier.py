@@ -192,7 +192,9 @@ def test_a_node_crash_kills_its_processes() -> None:
     assert "in record_real_pid" in result.crashed[1].where
     pids = cluster.run(_jobs().real_pids, faults=[]).returns[0]
     assert len(pids) == 2 and os.getpid() not in pids
-    assert not any(_running(pid) for pid in pids)  # killed: none outlives its run
+    for pid in pids:  # killed and reaped: none outlives its run
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_errors_name_the_carrier() -> None:

@@ -1,11 +1,9 @@
 """The host's handle on one rank process: its pid, its socket, the memfd its faulthandler writes
 to, its wait queues and pending signals; killing it as the host's own call, reaping it, reading
-its stacks. Killed processes of ended runs are reaped later, off the runs' time."""
+its stacks."""
 
 from __future__ import annotations
 
-import atexit
-import os
 import signal
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,8 +12,6 @@ from ... import _real
 from ..process import Process
 from ..scheduler import current_task
 from ..waitqueue import WaitQueue
-
-_EXITING: list[int] = []  # killed rank processes of ended runs, not yet reaped
 
 
 @dataclass(eq=False)
@@ -56,12 +52,6 @@ class RankProcess:
         self.reaped = True
         return status
 
-    def reap_later(self) -> None:
-        """A killed process of an ended run: reaped once the kernel has torn it down."""
-        if not self.reaped:
-            _EXITING.append(self.pid)
-            self.reaped = True
-
     def stacks_text(self) -> str:
         """What faulthandler wrote: the fatal signal's native and Python stacks, or the threads'
         stacks the host asked for."""
@@ -79,22 +69,3 @@ class Forward:
     def __call__(self, signum: int, frame: Any) -> None:
         self._rank.signals.append(signum)
 
-
-def reap_exited() -> None:
-    """Reap the killed rank processes that have exited since (each run's end calls it)."""
-    for pid in list(_EXITING):
-        try:
-            done, _ = _real.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            _EXITING.remove(pid)
-
-
-@atexit.register
-def _reap_all() -> None:
-    for pid in _EXITING:
-        try:
-            _real.waitpid(pid, 0)
-        except ChildProcessError:
-            pass

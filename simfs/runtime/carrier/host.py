@@ -23,7 +23,7 @@ from ..process import Process
 from ..scheduler import Task
 from . import rank as rank_side
 from . import wire
-from .handle import Forward, RankProcess, reap_exited
+from .handle import Forward, RankProcess
 from .hostdist import DistRequests
 from .requests import ProcessRequests
 
@@ -233,12 +233,12 @@ class ProcessCarrier:
         rank.kill(why)
 
     def close(self) -> None:
-        """The run is over: every rank process is killed (none runs code past its run). Those the
-        kernel has not finished tearing down are reaped later, off the run's time."""
+        """The run is over: every rank process is killed (none runs code past its run) and reaped,
+        so the host has no child left. All are killed first: the kernel tears them down together."""
         for rank in self.ranks.values():
             rank.kill("the run ended")
-            rank.reap_later()
+        for rank in self.ranks.values():
+            rank.reap()
             wire.forget(rank.fd)
             _real.close(rank.fd)
             _real.close(rank.stacks)
-        reap_exited()
