@@ -179,19 +179,28 @@ def _after_interrupt(pid: int, fd: int) -> bytes | None:
 def _stacks_of(pid: int, stacks: Any) -> str:
     """Ask the child's faulthandler for every thread's stack (it writes them even while the GIL
     is held) and read them once they stop growing."""
-    try:
-        os.kill(pid, _STACKS)
-    except ProcessLookupError:
+    if not ask_for_stacks(pid, _STACKS, stacks.fileno()):
         return "(the child was already gone)"
-    deadline, size = _real.monotonic() + _GRACE, -1
+    stacks.seek(0)
+    return stacks.read().decode(errors="replace") or "(the child wrote no stacks)"
+
+
+def ask_for_stacks(pid: int, signum: int, fd: int, grace: float = _GRACE) -> bool:
+    """Send ``signum`` (faulthandler.register'ed in ``pid`` to write every thread's stack to
+    ``fd``, even while the GIL is held) and wait until the file stops growing, at most ``grace``
+    seconds. False: the process was already gone."""
+    try:
+        _real.kill(pid, signum)
+    except ProcessLookupError:
+        return False
+    deadline, size = _real.monotonic() + grace, -1
     while _real.monotonic() < deadline:
-        _real.sleep(0.1)
-        now = os.fstat(stacks.fileno()).st_size
+        _real.sleep(0.05)
+        now = _real.fstat(fd).st_size
         if now and now == size:
             break
         size = now
-    stacks.seek(0)
-    return stacks.read().decode(errors="replace") or "(the child wrote no stacks)"
+    return True
 
 
 def _kill(pid: int) -> None:

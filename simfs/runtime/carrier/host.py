@@ -18,6 +18,7 @@ from ... import _real
 from ...confinement import Confinement
 from ...confinement.confine import prepare as prepare_confinement
 from ...errors import OutsideSimulation, RankDied, RankError, SimfsError
+from ...supervise import ask_for_stacks
 from ..machine import ReadOnRank
 from ..process import Process
 from ..scheduler import Task
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from ..machine import Machine
     from ..scheduler import Scheduler
 
-_STACKS_GRACE = 2.0  # real seconds a stuck rank gets to write its stacks before it is killed
 
 
 _PRELOADED = ("numpy", "numpy.random", "torch")  # numpy.random: numpy imports it on first use (~17 ms)
@@ -218,18 +218,8 @@ class ProcessCarrier:
         rank = self.ranks.get(task.rank) if task is not None else None
         if rank is None or rank.reaped:
             return
-        if stacks:
-            try:
-                _real.kill(rank.pid, rank_side.STACKS_SIGNAL)
-            except ProcessLookupError:
-                return
-            deadline, size = _real.monotonic() + _STACKS_GRACE, -1
-            while _real.monotonic() < deadline:
-                _real.sleep(0.05)
-                now = _real.fstat(rank.stacks).st_size
-                if now and now == size:
-                    break
-                size = now
+        if stacks and not ask_for_stacks(rank.pid, rank_side.STACKS_SIGNAL, rank.stacks):
+            return
         rank.kill(why)
 
     def close(self) -> None:
