@@ -63,6 +63,7 @@ class ProcessCarrier:
         self.requests = 0  # served so far: the watchdog's sign of progress
         self.confinement: Confinement | None = None
         self._where: dict[int, str] = {}  # task id -> where its rank code made its last request
+        _preload()
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
         for op, serve in DistRequests(world).handlers().items():
             self._handlers[op] = lambda rank, *args, serve=serve: serve(rank.proc.rank, *args)
@@ -72,7 +73,6 @@ class ProcessCarrier:
               kwargs: dict[str, Any]) -> Callable[[], Any]:
         """Fork the rank's process (it confines itself and waits for its first turn); returns the
         body of its proxy task."""
-        _preload()
         host_end, rank_end = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
         stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")
         for stream in (sys.stdout, sys.stderr):
