@@ -17,6 +17,7 @@ from hypothesis.errors import HypothesisException
 from hypothesis.strategies import DataObject
 
 import simfs
+from simfs import plaindata
 from simfs.cluster import CARRIERS
 from simfs.runtime.heap import frozen_heap
 
@@ -163,6 +164,9 @@ def _detached_search(target: Target, kinds: tuple[str, ...], crashes: Crashes, m
 
 def _detached() -> None:
     """Stands for the job in a finding on its way back from the search's child."""
+
+
+plaindata.register(_detached)
 
 
 def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,

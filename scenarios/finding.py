@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from simfs import Result
+from simfs import Result, plaindata
 from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, PowerLoss, SlowOps, SlowRank
 
 from . import replaying
@@ -147,3 +147,5 @@ def finding_of(target: Target, example: Example, execution: Execution, *, exampl
                    replay=replaying.encode(target, example), failure=execution.failure,
                    trace=events(execution), results=execution.results, found_at=found_at if failed else 0,
                    notes=list(notes))
+
+plaindata.register(Finding)

@@ -7,6 +7,8 @@ from typing import Literal
 
 import msgspec
 
+from simfs import plaindata
+
 SCHEMA = 1
 
 
@@ -90,3 +92,5 @@ def decode(data: bytes | str) -> Report:
     if report.schema != SCHEMA:
         raise ValueError(f"report schema {report.schema} is not the supported schema {SCHEMA}")
     return report
+
+plaindata.register(Event, Failure, FindingRecord, ScenarioOutcome)

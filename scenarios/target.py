@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import simfs
-from simfs import Result
+from simfs import Result, plaindata
 
 Check = Callable[[Result], object]
 
@@ -36,3 +36,5 @@ class Target:
         carried = ", each rank a process" if self.carrier == "process" else ""
         return (f"{getattr(self.job, '__qualname__', repr(self.job))} on {self.profile.name} "
                 f"({self.nodes} node{'s' if self.nodes > 1 else ''} x {self.ranks_per_node} ranks{carried})")
+
+plaindata.register(Target)

@@ -16,6 +16,7 @@ from .errors import (
     SimfsError,
 )
 from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, PowerLoss, SlowOps, SlowRank
+from .plaindata import Foreign
 from .profiles import Profile
 from .report import CrashInfo, HangInfo, Result, ThreadError
 from .runtime.machine import TraceEvent
@@ -32,6 +33,7 @@ __all__ = [
     "CrashNode",
     "CrashServer",
     "EvictClient",
+    "Foreign",
     "HangInfo",
     "HypothesisChoices",
     "InjectErrno",

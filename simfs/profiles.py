@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal
 
+from . import plaindata
 from .errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -583,3 +584,5 @@ def get(name: str | Profile) -> Profile:
 
 def names() -> list[str]:
     return list(_BUILTIN)
+
+plaindata.register(_rebuild)

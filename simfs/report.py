@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from . import plaindata
+
 if TYPE_CHECKING:
     from .runtime.machine import TraceEvent
 
@@ -182,3 +184,5 @@ def result_to_json(result: Result, *, trace: bool = False) -> dict[str, Any]:
     if trace:
         out["trace"] = [list(event) for event in result.trace]
     return out
+
+plaindata.register(Result, CrashInfo, HangInfo, ThreadError)

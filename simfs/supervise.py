@@ -11,7 +11,6 @@ from __future__ import annotations
 import faulthandler
 import mmap
 import os
-import pickle
 import select
 import signal
 import struct
@@ -22,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from . import _real, checks
+from . import _real, checks, plaindata
 from .confinement import Confinement, announce, confine
 from .errors import SimfsError
 
@@ -48,10 +47,13 @@ class ChildFailed(SimfsError):
 
 
 def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` in a forked child confined by the kernel: its return value (pickled
-    back), or its exception raised here. Raises Stalled if the child makes no progress for
-    ``watchdog`` real seconds; Ctrl-C stops the child and raises KeyboardInterrupt. Warns once
-    (ConfinementWarning) when the kernel cannot refuse everything."""
+    """``fn(*args, **kwargs)`` in a forked child confined by the kernel: its return value, or its
+    exception raised here, as plain data and simfs's records (simfs.plaindata: what the child
+    made runs no code here; a value of another class arrives as a Foreign naming it, an exception
+    of another class as a RankError, or a ChildFailed with its traceback when ``fn`` raised it).
+    Raises Stalled if the child makes no progress for ``watchdog`` real seconds; Ctrl-C stops the
+    child and raises KeyboardInterrupt. Warns once (ConfinementWarning) when the kernel cannot
+    refuse everything."""
     checks.number("isolated", "watchdog", watchdog, 0.0, 86400.0, lo_open=True, unit=" real seconds")
     beat = mmap.mmap(-1, _BEAT.size)  # shared with the child: its last sign of life
     _BEAT.pack_into(beat, 0, _real.monotonic())
@@ -69,7 +71,11 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwarg
         finally:
             os.close(read_end)
             beat.close()
-    kind, value, confinement = pickle.loads(payload)
+    try:
+        kind, value, confinement = plaindata.load(payload, records=True)
+    except Exception as exc:  # noqa: BLE001 - a forged message: nothing of it is built here
+        raise ChildFailed(f"the isolated child sent something the host does not load ({exc}): what ran in the "
+                          "child never runs here") from None
     if confinement is not None:
         announce(confinement)
     if kind == "error":
@@ -106,14 +112,19 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 
 
 def _pickled(result: tuple[str, Any], confinement: Confinement | None) -> bytes:
-    """(kind, value, confinement) for the parent; None: the child could not confine itself."""
+    """(kind, value, confinement) for the parent, as plain data and simfs's records (a value of
+    another class arrives as its stand-in: simfs.plaindata); None: the child could not confine
+    itself."""
     kind, value = result
+    if kind == "error" and not plaindata.loadable(type(value)):
+        value = ChildFailed(f"the isolated call raised:\n{''.join(traceback.format_exception(value))}")
     try:
-        return pickle.dumps((kind, value, confinement))
+        return plaindata.dumps((kind, value, confinement))
     except Exception as exc:  # noqa: BLE001 - an unpicklable value or exception is described instead
         what = "".join(traceback.format_exception(value)) if kind == "error" else repr(value)[:2000]
-        return pickle.dumps(("error", ChildFailed(f"the isolated call's {'exception' if kind == 'error' else 'result'}"
-                                                  f" cannot be sent back ({exc}):\n{what}"), confinement))
+        which = "exception" if kind == "error" else "result"
+        failed = ChildFailed(f"the isolated call's {which} cannot be sent back ({exc}):\n{what}")
+        return plaindata.dumps(("error", failed, confinement))
 
 
 def _heartbeat(beat: mmap.mmap) -> None:
@@ -209,3 +220,5 @@ def _kill(pid: int) -> None:
         os.waitpid(pid, 0)
     except (ProcessLookupError, ChildProcessError):
         pass
+
+plaindata.register(Stalled, ChildFailed)

@@ -21,7 +21,7 @@ from conftest import missing
 
 import simfs
 from simfs.confinement import landlock
-from simfs.errors import RankError, SimfsError
+from simfs.errors import RankError
 
 TESTS = Path(__file__).parent
 
@@ -173,9 +173,10 @@ def test_exceptions_come_back_as_their_type_or_described() -> None:
     assert "raise Custom" in result.tracebacks[1]
 
 
-def test_a_returned_object_of_the_jobs_own_class_is_refused_by_name() -> None:
+def test_a_returned_object_of_the_jobs_own_class_arrives_as_its_name_and_repr() -> None:
     result = simfs.Cluster(1, 1, carrier="process").run(_jobs().returns_object)
-    assert isinstance(result.errors[0], SimfsError) and "_carrier_jobs.Payload" in str(result.errors[0])
+    assert result.ok and isinstance(result.returns[0], simfs.Foreign), result.summary()
+    assert result.returns[0].type_name == "_carrier_jobs.Payload" and "Payload object" in result.returns[0].text
 
 
 def test_a_forged_pickle_runs_nothing_in_the_host(canary: Path) -> None:

@@ -43,6 +43,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .. import plaindata
 from . import capabilities, kernel, landlock, seccomp
 
 SINKS = ("/dev/null",)
@@ -158,3 +159,5 @@ def announce(confinement: Confinement) -> None:
         missing = "; ".join(f"{what} ({why})" for what, why in confinement.unconfined.items())
         warnings.warn(f"simfs: rank code runs only partly confined by the kernel; NOT refused: {missing}",
                       ConfinementWarning, stacklevel=3)
+
+plaindata.register(Confinement)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..faults import Fault
     from .process import OpenFile
 
+from .. import plaindata
 from .process import Process
 
 WALL_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: what time.time() reads at virtual 0
@@ -285,3 +286,5 @@ class Machine:
     def evict_client(self, node: int, mount_path: str, why: str) -> None:
         self.fs.mount_named(mount_path).clients[node].evict()
         self.note("evict", mount_path, f"node{node} evicted ({why})", node=node)
+
+plaindata.register(TraceEvent)

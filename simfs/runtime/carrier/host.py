@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ... import _real
+from ... import _real, plaindata
 from ...confinement import Confinement
 from ...confinement.confine import prepare as prepare_confinement
 from ...errors import OutsideSimulation, RankDied, RankError, SimfsError
@@ -160,7 +160,7 @@ class ProcessCarrier:
         if data is None:
             self._died(rank)
         try:
-            return wire.load_untrusted(data)  # type: ignore[arg-type]  # not None: _died raised
+            return plaindata.load(data)  # type: ignore[arg-type]  # not None: _died raised
         except Exception as exc:  # noqa: BLE001 - anything unloadable ends the rank, nothing of it runs here
             rank.kill("it sent the host something other than plain data")
             raise SimfsError(f"rank {rank.proc.rank} sent the host a message it does not load ({exc!r}): "
@@ -168,8 +168,8 @@ class ProcessCarrier:
 
     def _load(self, rank: RankProcess, data: bytes) -> Any:
         try:
-            return wire.load_untrusted(data)
-        except wire.Untrusted as exc:
+            return plaindata.load(data, records=True)
+        except plaindata.Untrusted as exc:
             raise SimfsError(f"rank {rank.proc.rank} returned an object that holds a {exc}: the host loads plain "
                              "data only (rank code never runs in the host); return plain data") from None
 
@@ -178,7 +178,7 @@ class ProcessCarrier:
         error: Any = None
         if pickled is not None:
             try:
-                error = wire.load_untrusted(pickled)
+                error = plaindata.load(pickled, records=True)
             except Exception:  # noqa: BLE001 - a class of the rank's own: described below
                 pass
         if not isinstance(error, BaseException):

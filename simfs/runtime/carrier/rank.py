@@ -17,7 +17,7 @@ from typing import Any
 
 from greenlet import getcurrent
 
-from ... import _real
+from ... import _real, plaindata
 from ..._intercept import audit
 from ...choices import derive_seed
 from ...confinement import confine, kernel
@@ -206,14 +206,14 @@ def _outcome(body: Callable[[], Any]) -> tuple[Any, ...]:
         return ("raised", _pickled(exc), f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc),
                 format_exception(exc))
     try:
-        return ("done", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        return ("done", plaindata.dumps(value))
     except Exception as exc:  # noqa: BLE001 - described to the host instead
         return ("unsendable", f"{type(value).__module__}.{type(value).__qualname__}", str(exc))
 
 
 def _pickled(exc: BaseException) -> bytes | None:
     try:
-        return pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        return plaindata.dumps(exc)
     except Exception:  # noqa: BLE001 - the host describes it from its type, text and traceback
         return None
 

@@ -1,12 +1,10 @@
 """Messages between the host and a rank process over a Unix socket pair: length-prefixed
-pickles. What the host reads from a rank is untrusted: it is loaded by an unpickler that can
-build plain data only (containers, numbers, text, bytes, numpy arrays, exceptions of the standard
-library and of simfs), so nothing a rank sends can run code in the host (pickle's documentation,
-"Restricting Globals"). What a rank reads from the host is trusted and loaded as is."""
+pickles. What the host reads from a rank is untrusted: it is loaded as plain data only
+(simfs.plaindata.load), so nothing a rank sends can run code in the host. What a rank reads from
+the host is trusted and loaded as is."""
 
 from __future__ import annotations
 
-import io
 import pickle
 import struct
 from typing import Any
@@ -15,46 +13,6 @@ from ... import _real
 
 _LENGTH = struct.Struct("!Q")
 _CHUNK = 1 << 16  # bytes a read(2) asks for beyond what the message needs (os.read allocates them)
-# classes a rank's message may name, by module: plain data only (their construction runs no code
-# the rank chose)
-_PLAIN: dict[str, frozenset[str]] = {
-    "builtins": frozenset({"complex", "bytearray", "frozenset", "set", "range", "slice", "object"}),
-    "collections": frozenset({"OrderedDict", "deque"}),
-    "copyreg": frozenset({"_reconstructor"}),
-    "datetime": frozenset({"date", "datetime", "time", "timedelta", "timezone"}),
-    "decimal": frozenset({"Decimal"}),
-    "fractions": frozenset({"Fraction"}),
-    "pathlib": frozenset({"PurePath", "PurePosixPath", "PosixPath", "Path"}),
-    "os": frozenset({"stat_result", "statvfs_result", "times_result", "uname_result"}),
-    "numpy": frozenset({"ndarray", "dtype"}),
-    "numpy.core.multiarray": frozenset({"_reconstruct", "scalar"}),
-    "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}),
-    "numpy.dtypes": frozenset({"Float64DType", "Float32DType", "Float16DType", "Int64DType", "Int32DType",
-                               "Int16DType", "Int8DType", "UInt8DType", "UInt16DType", "UInt32DType",
-                               "UInt64DType", "BoolDType", "Complex64DType", "Complex128DType", "BytesDType",
-                               "StrDType"}),
-}
-_EXCEPTION_MODULES = ("builtins", "simfs.errors", "torch.distributed")  # their exception classes only
-
-
-class Untrusted(pickle.UnpicklingError):
-    """A rank's message names something the host does not load."""
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if name in _PLAIN.get(module, ()):
-            return super().find_class(module, name)
-        if module in _EXCEPTION_MODULES:
-            cls = super().find_class(module, name)
-            if isinstance(cls, type) and issubclass(cls, BaseException):
-                return cls
-        raise Untrusted(f"{module}.{name}")
-
-
-def load_untrusted(data: bytes) -> Any:
-    """A rank's message as plain data; raises Untrusted naming a class it may not hold."""
-    return _PlainUnpickler(io.BytesIO(data)).load()
 
 
 def send(fd: int, message: Any) -> None:
