@@ -106,20 +106,21 @@ def _check_args(nodes: int, ranks_per_node: int, max_examples: int, seed: int, s
 
 
 def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, check: Check | None, nodes: int,
-                ranks_per_node: int, profile: str | simfs.Profile, carrier: str = "greenlet") -> Target:
+                ranks_per_node: int, profile: str | simfs.Profile, carrier: str = "process",
+                watchdog: float = 60.0) -> Target:
     for name, fn in (("job", job), ("recover", recover), ("check", check)):
         if fn is not None and not callable(fn):
             raise ValueError(f"explore: {name} must be callable, got {fn!r}")
     if carrier not in CARRIERS:
         raise ValueError(f"explore: carrier must be one of {', '.join(map(repr, CARRIERS))}, got {carrier!r}")
     return Target(job, nodes, ranks_per_node, simfs.profiles.get(profile), recover=recover, check=check,
-                  carrier=carrier)
+                  carrier=carrier, watchdog=watchdog)
 
 
 def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None, check: Check | None = None,
             nodes: int, ranks_per_node: int, profile: str | simfs.Profile, faults: str | Iterable[str] = "default",
             crashes: Crashes = False, max_examples: int = 100, seed: int = 0, shrink_time: float = SHRINK_TIME,
-            explain: bool = False, isolate: bool = True, watchdog: float = 60.0, carrier: str = "greenlet") -> Finding:
+            explain: bool = False, isolate: bool = True, watchdog: float = 60.0, carrier: str = "process") -> Finding:
     """Search for a run of ``job`` (then ``recover`` on the restarted cluster) where a rank
     raises, hangs, or ``check(result)`` fails; return the minimal one found, or a pass.
 
@@ -133,18 +134,24 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     ``simfs run`` does): what rank code does past simfs's Python layer is refused, a search that
     makes no progress for ``watchdog`` real seconds (C code holding the GIL) raises
     ``simfs.Stalled``, and nothing the ranks or ``check`` do stays in this process; the finding
-    (the ranks' return values and errors included) comes back pickled. The same seed finds the
-    same thing either way.
+    (the ranks' return values and errors included) comes back as plain data (simfs.plaindata: a
+    value of the job's own class as a simfs.Foreign). The same seed finds the same thing either
+    way. A rank process that runs ``watchdog`` real seconds without a request is killed and its
+    example fails (simfs.OutsideSimulation, with its stack).
 
-    ``carrier``: how ranks are carried, as in ``simfs.Cluster`` ("greenlet", or "process": each
-    rank an OS process confined by the kernel)."""
+    ``carrier``: how ranks are carried. "process" (the default): each rank an OS process of its
+    own, confined by the kernel, with its own modules, generators and C++ state, as on a real
+    cluster. "greenlet": every rank a greenlet of the search's one process (confined too, with
+    ``isolate``), about 8 times faster, for jobs that keep no per-process state (simfs's own
+    library): its ranks share every module's globals, the generators of random, numpy and torch,
+    and torch's C++ state."""
     _check_args(nodes, ranks_per_node, max_examples, seed, shrink_time)
     if crashes not in (False, True, "exhaustive"):
         raise ValueError(f"explore: crashes must be False, True or 'exhaustive', got {crashes!r}")
     if crashes and recover is None:
         raise ValueError("explore: crashes need recover=, the restarted job that must cope with the crash")
     target = make_target(job, recover=recover, check=check, nodes=nodes, ranks_per_node=ranks_per_node,
-                         profile=profile, carrier=carrier)
+                         profile=profile, carrier=carrier, watchdog=watchdog)
     kinds = fault_kinds(faults)
     if isolate:
         replaying.remember(target)

@@ -1,5 +1,6 @@
 """The outcome of a search as plain, versioned data (msgspec): what reports are made of and
-what the JSON report holds. Schema changes bump ``SCHEMA``."""
+what the JSON report holds. A change that removes, renames or retypes a field bumps ``SCHEMA``;
+adding an optional one does not."""
 
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ class ScenarioOutcome(msgspec.Struct, frozen=True):
     wall_time: float
     finding: FindingRecord | None = None
     error: str = ""  # the scenario could not run (its own code is broken)
+    carrier: str = ""  # how its ranks were carried: "process" or "greenlet" ("": not recorded)
 
     @property
     def as_expected(self) -> bool:

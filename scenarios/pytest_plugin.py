@@ -116,9 +116,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--simfs-in-process", action="store_true", default=False,
                     help="search each @pytest.mark.simfs test in the test's own process (default: in a forked "
                          "child confined by the kernel, scenarios.explore(isolate=True), as `simfs run` does)")
-    group.addoption("--simfs-carrier", choices=CARRIERS, default="greenlet",
-                    help="how a marked test's ranks are carried: greenlets (default) or 'process' (each rank an OS "
-                         "process confined by the kernel)")
+    group.addoption("--simfs-carrier", choices=CARRIERS, default="process",
+                    help="how a marked test's ranks are carried: 'process' (default: each rank an OS process "
+                         "confined by the kernel, as on a real cluster) or 'greenlet' (all ranks greenlets of one "
+                         "process, sharing its modules and generators; faster)")
     group.addoption("--simfs-report", metavar="PATH", default=None,
                     help="write one JSON report (scenarios.outcome.Report) of every @pytest.mark.simfs test, "
                          "pytest-xdist workers included")
@@ -134,7 +135,7 @@ class _Session:
     seed: int
     report: str | None
     isolate: bool = True
-    carrier: str = "greenlet"
+    carrier: str = "process"
     started: float = field(default_factory=time.time)
     outcomes: list[ScenarioOutcome] = field(default_factory=list)
 
@@ -247,12 +248,13 @@ class ClusterFactory(Protocol):
 @pytest.fixture
 def simfs_cluster(request: pytest.FixtureRequest) -> ClusterFactory:
     """A factory of simulated clusters; the profile defaults to --simfs-profile (else "nfs"), the
-    seed to --simfs-seed."""
+    seed to --simfs-seed, the carrier to --simfs-carrier (else each rank a process)."""
     session = request.config.stash[_SESSION]
 
     def make(nodes: int = 2, ranks_per_node: int = 2, profile: ProfileSpec | None = None,
              **kw: Any) -> simfs.Cluster:
         kw.setdefault("seed", session.seed)
+        kw.setdefault("carrier", session.carrier)
         chosen = _profile(profile) if profile is not None else session.profile or "nfs"
         return simfs.Cluster(nodes, ranks_per_node, chosen, **kw)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from simfs import Result
+from simfs.cluster import CARRIERS
 
 Expectation = Literal["pass", "fail"]
 Crashes = bool | Literal["exhaustive"]
@@ -32,6 +33,7 @@ class Scenario:
     family: str = ""
     doc: str = ""
     tags: tuple[str, ...] = field(default=())
+    carrier: str = "process"  # how its ranks are carried (scenarios.explore's carrier)
 
     @property
     def profiles(self) -> list[str]:
@@ -59,12 +61,13 @@ def _check_expect(name: str, expect: Mapping[str, str]) -> dict[str, Expectation
 def scenario(name: str | None = None, *, expect: Mapping[str, str], nodes: int = 2, ranks_per_node: int = 2,
              recover: Callable[[], Any] | None = None, check: Check | None = None, crashes: Crashes = False,
              faults: str | Iterable[str] = "default", max_examples: int = 100, family: str = "",
-             tags: Iterable[str] = ()) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+             tags: Iterable[str] = (), carrier: str = "process") -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     """Register the decorated rank program as a scenario (its name defaults to the function's).
 
     ``expect={"nfs": "fail", "local": "pass"}``: the profiles it runs on and the verdict a
     correct simulation must reach on each (a naive pattern fails where the real filesystem
-    makes it fail)."""
+    makes it fail). ``carrier``: "process" (each rank an OS process, as on a real cluster) or
+    "greenlet" (faster; only for a job that keeps no per-process state: scenarios.explore)."""
 
     def register(job: Callable[[], Any]) -> Callable[[], Any]:
         key = name or job.__name__
@@ -72,13 +75,17 @@ def scenario(name: str | None = None, *, expect: Mapping[str, str], nodes: int =
             raise ValueError(f"scenario {key!r} is already registered (by {_REGISTRY[key].job.__module__})")
         if crashes not in (False, True, "exhaustive"):
             raise ValueError(f"scenario {key!r}: crashes must be False, True or 'exhaustive', got {crashes!r}")
+        if carrier not in CARRIERS:
+            raise ValueError(f"scenario {key!r}: carrier must be one of {', '.join(map(repr, CARRIERS))}, "
+                             f"got {carrier!r}")
         if crashes and recover is None:
             raise ValueError(f"scenario {key!r}: crashes need a recover program (the restarted job)")
         _REGISTRY[key] = Scenario(
             name=key, job=job, expect=_check_expect(key, expect), nodes=nodes, ranks_per_node=ranks_per_node,
             recover=recover, check=check, crashes=crashes,
             faults=faults if isinstance(faults, str) else tuple(faults), max_examples=max_examples,
-            family=family, doc=(job.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "), tags=tuple(tags))
+            family=family, doc=(job.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "), tags=tuple(tags),
+            carrier=carrier)
         return job
 
     return register

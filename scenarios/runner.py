@@ -38,7 +38,7 @@ class Task:
     check: str | None = None
     crashes: bool | str = False
     faults: str = "default"
-    carrier: str = "greenlet"
+    carrier: str | None = None  # None: a scenario's own carrier; a job's ranks are processes
 
     @property
     def is_job(self) -> bool:
@@ -93,22 +93,22 @@ def _search(task: Task) -> ScenarioOutcome:
         nodes, rpn, examples = task.nodes or 2, task.ranks_per_node or 2, task.examples or 100
         crashes: Any = task.crashes
         faults: Any = task.faults.split(",")
-        family, expected = "job", _PASS
+        family, expected, carrier = "job", _PASS, task.carrier or "process"
     else:
         sc = get(task.scenario)
         job, recover, check, crashes, faults = sc.job, sc.recover, sc.check, sc.crashes, sc.faults
         nodes, rpn = task.nodes or sc.nodes, task.ranks_per_node or sc.ranks_per_node
         examples, family = task.examples or sc.max_examples, sc.family
-        expected = sc.expect.get(task.profile, _PASS)
+        expected, carrier = sc.expect.get(task.profile, _PASS), task.carrier or sc.carrier
     finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn,
                       profile=load_profile(task.profile),
-                      faults=faults, crashes=crashes, max_examples=examples, seed=task.seed, carrier=task.carrier,
+                      faults=faults, crashes=crashes, max_examples=examples, seed=task.seed, carrier=carrier,
                       isolate=False)  # (run_task already runs this in simfs.isolated's child)
     return ScenarioOutcome(
         scenario=task.scenario, profile=task.profile, family=family, expected=expected,
         verdict="fail" if finding.failed else "pass", examples=finding.examples,
         virtual_time=finding.virtual_time, wall_time=time.perf_counter() - start,
-        finding=finding.record() if finding.failed else None)
+        finding=finding.record() if finding.failed else None, carrier=carrier)
 
 
 def run_task(task: Task) -> ScenarioOutcome:

@@ -22,7 +22,8 @@ class Target:
     profile: simfs.Profile
     recover: Callable[[], Any] | None = None
     check: Check | None = None
-    carrier: str = "greenlet"  # how its ranks are carried (simfs.Cluster's carrier)
+    carrier: str = "process"  # how its ranks are carried (simfs.Cluster's carrier)
+    watchdog: float = 60.0  # real seconds a rank process may run without a request (simfs.Cluster's)
 
     @property
     def world_size(self) -> int:
@@ -30,10 +31,10 @@ class Target:
 
     def cluster(self) -> simfs.Cluster:
         return simfs.Cluster(nodes=self.nodes, ranks_per_node=self.ranks_per_node, profile=self.profile,
-                             carrier=self.carrier)
+                             carrier=self.carrier, watchdog=self.watchdog)
 
     def describe(self) -> str:
-        carried = ", each rank a process" if self.carrier == "process" else ""
+        carried = ", each rank a process" if self.carrier == "process" else ", ranks as greenlets of one process"
         return (f"{getattr(self.job, '__qualname__', repr(self.job))} on {self.profile.name} "
                 f"({self.nodes} node{'s' if self.nodes > 1 else ''} x {self.ranks_per_node} ranks{carried})")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import traceback
 
 from simfs import Result
-from simfs.report import user_frame
+from simfs.report import where_raised
 
 from .outcome import Failure
 from .target import Check
@@ -21,15 +21,6 @@ def _last_time(result: Result, rank: int) -> float:
     return times[-1] if times else 0.0
 
 
-def _where(exc: BaseException) -> str:
-    tb = exc.__traceback__
-    frame = None
-    while tb is not None:
-        frame = tb.tb_frame
-        tb = tb.tb_next
-    return user_frame(frame)
-
-
 def _error_text(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
@@ -40,11 +31,11 @@ def judge(result: Result, check: Check | None, run: int) -> Failure | None:
         rank = min(result.errors, key=lambda r: (type(result.errors[r]).__name__ in _SYMPTOMS,
                                                   _last_time(result, r), r))
         exc = result.errors[rank]
-        return Failure(run, rank, "raised", _error_text(exc), _where(exc), result.tracebacks.get(rank, ""))
+        return Failure(run, rank, "raised", _error_text(exc), where_raised(exc), result.tracebacks.get(rank, ""))
     if result.thread_errors:
         rank = min(result.thread_errors)
         died = result.thread_errors[rank][0]
-        return Failure(run, rank, "thread", f"{died}", _where(died.error), died.traceback)
+        return Failure(run, rank, "thread", f"{died}", where_raised(died.error), died.traceback)
     if result.hung:
         rank = min(result.hung)
         info = result.hung[rank]
@@ -56,7 +47,8 @@ def judge(result: Result, check: Check | None, run: int) -> Failure | None:
         try:
             verdict = check(result)
         except Exception as exc:  # noqa: BLE001  (any exception of the user's check is its verdict)
-            return Failure(run, None, "check", _error_text(exc), _where(exc), "".join(traceback.format_exception(exc)))
+            return Failure(run, None, "check", _error_text(exc), where_raised(exc),
+                           "".join(traceback.format_exception(exc)))
         if verdict is False:
             name = getattr(check, "__qualname__", repr(check))
             return Failure(run, None, "check", f"check {name} returned False", "", "")

@@ -54,6 +54,18 @@ def user_frame(frame: FrameType | None) -> str:
     return f"{code.co_filename}:{found.f_lineno} in {code.co_name}"
 
 
+def where_raised(exc: BaseException) -> str:
+    """'file:line in function' of the rank code that raised ``exc``: from its traceback, or, for
+    an exception a rank process raised (it arrives without one), as that process found it."""
+    sent = getattr(exc, "simfs_where", None)
+    if isinstance(sent, str):
+        return sent
+    tb, frame = exc.__traceback__, None
+    while tb is not None:
+        frame, tb = tb.tb_frame, tb.tb_next
+    return user_frame(frame)
+
+
 def format_exception(exc: BaseException) -> str:
     """A traceback without simfs's own frames."""
     tb = exc.__traceback__

@@ -61,9 +61,15 @@ def _backtracks() -> None:
 
 
 def test_c_code_holding_the_gil_is_stopped_by_the_watchdog() -> None:
+    """On greenlets the whole search is stuck: its child is killed. A rank process is killed
+    alone, and its example fails with the rank's stack."""
     with pytest.raises(simfs.Stalled, match="no progress"):
         scenarios.explore(_backtracks, nodes=1, ranks_per_node=1, profile="local", max_examples=1,
-                          isolate=True, watchdog=2)
+                          isolate=True, watchdog=2, carrier="greenlet")
+    finding = scenarios.explore(_backtracks, nodes=1, ranks_per_node=1, profile="local", max_examples=1,
+                                isolate=True, watchdog=2)
+    assert finding.failed and finding.failure is not None, str(finding)
+    assert "OutsideSimulation: rank 0: it ran 2s" in finding.failure.error and "_backtracks" in finding.failure.error
 
 
 def test_rank_code_past_the_python_layer_is_refused_by_the_kernel(tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ def test_naive_job_fails_with_its_root_cause_and_replay_string(pytester: pytest.
     pytester.makepyfile(test_naive=NAIVE)
     result = pytester.runpytest(*INNER)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["FAILED: test_naive on beegfs (2 nodes x 2 ranks)*",
+    result.stdout.fnmatch_lines(["FAILED: test_naive on beegfs (2 nodes x 2 ranks, each rank a process)*",
                                  "root cause: rank * raised FileExistsError*",
                                  f"  at *test_naive.py:{MAKEDIRS} in test_naive",
                                  "replay: scenarios.replay('scenarios1:*')"])

@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import scenarios
-
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 
@@ -19,13 +17,8 @@ def test_the_search_examples_run_as_written() -> None:
     namespace: dict[str, object] = {"__name__": "readme_example"}
     exec(compile(first, "README.md", "exec"), namespace)
     assert namespace["finding"].failed  # type: ignore[attr-defined]
-    exec(compile(crashes, "README.md", "exec"), namespace)
-    for crashes_mode in (True, "exhaustive"):
-        finding = scenarios.explore(namespace["save"], recover=namespace["resume"],  # type: ignore[arg-type]
-                                    crashes=crashes_mode, nodes=1 if crashes_mode == "exhaustive" else 2,
-                                    ranks_per_node=2, profile="local" if crashes_mode == "exhaustive" else "nfs",
-                                    max_examples=100, seed=0)
-        assert not finding.failed, str(finding)
+    exec(compile(crashes, "README.md", "exec"), namespace)  # it asserts that both searches pass
+    assert namespace["drawn"].examples >= 100 and namespace["walked"].examples > 10  # type: ignore[attr-defined]
 
 
 def test_the_checkpoint_example_runs_as_written() -> None:

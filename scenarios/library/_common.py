@@ -5,8 +5,12 @@ plain file I/O (with or without fsync, as the code each scenario imitates does),
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import coord
+
+from .. import registry
 
 ALL_PROFILES = ("local", "nfs", "beegfs", "lustre", "objectstore")
 # Where the crash families run: not BeeGFS, whose metadata durability has no documented default;
@@ -14,6 +18,15 @@ ALL_PROFILES = ("local", "nfs", "beegfs", "lustre", "objectstore")
 # silently drops files created just before it, and correct code fails for a reason BeeGFS may
 # not have
 CRASH_PROFILES = ("local", "nfs", "lustre", "objectstore")
+
+
+def scenario(name: str | None = None, **options: Any) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """The library's ``@scenario``: its jobs are simfs's, coord's and checkpoint's own code (and
+    torch DCP on simfs's simulated process group), which keep no state of their own per process,
+    so their ranks are greenlets of the search's confined child unless a scenario says
+    ``carrier="process"`` (one that runs a third-party library keeping per-process state)."""
+    options.setdefault("carrier", "greenlet")
+    return registry.scenario(name, **options)
 
 
 class BrokenCheckpoint(RuntimeError):

@@ -11,8 +11,7 @@ import torch.distributed as dist
 
 import coord
 
-from ..registry import scenario
-from ._common import ALL_PROFILES, read_file, write_file
+from ._common import ALL_PROFILES, read_file, scenario, write_file
 
 FAMILY = "decide"
 RUN = "/shared/run"

@@ -9,8 +9,17 @@ import os
 
 import torch.distributed as dist
 
-from ..registry import scenario
-from ._common import CRASH_PROFILES, BrokenCheckpoint, commit, content, publish_step, read_file, read_step, write_file
+from ._common import (
+    CRASH_PROFILES,
+    BrokenCheckpoint,
+    commit,
+    content,
+    publish_step,
+    read_file,
+    read_step,
+    scenario,
+    write_file,
+)
 
 FAMILY = "latest"
 ROOT = "/shared/checkpoints"

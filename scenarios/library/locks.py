@@ -20,8 +20,7 @@ import torch.distributed as dist
 import coord
 from simfs import Result
 
-from ..registry import scenario
-from ._common import ALL_PROFILES, content, read_file
+from ._common import ALL_PROFILES, content, read_file, scenario
 
 FAMILY = "locks"
 JOB = "/shared/job"
@@ -117,7 +116,7 @@ def _load_blob() -> None:
 
 @scenario("download-cache-flock", expect={"beegfs": "fail", "objectstore": "fail", "local": "pass", "nfs": "pass",
                                           "lustre": "pass"},
-          family=FAMILY, tags=("naive",))
+          family=FAMILY, tags=("naive",), carrier="process")  # filelock keeps fork state per process
 def hub_style_cache() -> None:
     """Fetch into a shared cache as huggingface_hub does: filelock.FileLock, append to blob.incomplete, move.
 

@@ -10,8 +10,7 @@ import torch.distributed as dist
 
 import coord
 
-from ..registry import scenario
-from ._common import ALL_PROFILES, write_file
+from ._common import ALL_PROFILES, scenario, write_file
 
 FAMILY = "makedirs"
 NESTED = "/shared/run/checkpoints"  # <output_dir>/checkpoints, neither there yet

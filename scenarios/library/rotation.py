@@ -8,8 +8,7 @@ import shutil
 
 import torch.distributed as dist
 
-from ..registry import scenario
-from ._common import ALL_PROFILES, node_leader, write_file
+from ._common import ALL_PROFILES, node_leader, scenario, write_file
 
 FAMILY = "rotation"
 ROOT = "/shared/output"

@@ -19,8 +19,7 @@ import torch.distributed as dist
 import checkpoint
 import coord
 
-from ..registry import scenario
-from ._common import ALL_PROFILES, CRASH_PROFILES, BrokenCheckpoint, publish_step, read_step
+from ._common import ALL_PROFILES, CRASH_PROFILES, BrokenCheckpoint, publish_step, read_step, scenario
 
 FAMILY = "checkpoint"
 ROOT = "/shared/ckpt"

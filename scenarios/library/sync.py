@@ -16,8 +16,7 @@ import torch.distributed as dist
 
 import coord
 
-from ..registry import scenario
-from ._common import CRASH_PROFILES, content, node_leader, read_file, write_file
+from ._common import CRASH_PROFILES, content, node_leader, read_file, scenario, write_file
 
 FAMILY = "sync"
 SOURCES = "/shared/code"

@@ -19,8 +19,7 @@ from torch.distributed.checkpoint.state_dict_saver import save
 
 import coord
 
-from ..registry import scenario
-from ._common import CRASH_PROFILES, BrokenCheckpoint, commit, publish_step, read_step
+from ._common import CRASH_PROFILES, BrokenCheckpoint, commit, publish_step, read_step, scenario
 
 FAMILY = "dcp"
 ROOT = "/shared/dcp"

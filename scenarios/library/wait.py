@@ -11,8 +11,7 @@ import torch.distributed as dist
 
 import coord
 
-from ..registry import scenario
-from ._common import ALL_PROFILES, write_file
+from ._common import ALL_PROFILES, scenario, write_file
 
 FAMILY = "wait"
 STEP = "/shared/checkpoints/step-1000"

@@ -174,7 +174,7 @@ class ProcessCarrier:
                              "data only (rank code never runs in the host); return plain data") from None
 
     def _raised(self, parts: tuple[Any, ...]) -> BaseException:
-        pickled, type_name, text, trace = parts
+        pickled, type_name, text, trace, where = parts
         error: Any = None
         if pickled is not None:
             try:
@@ -183,7 +183,7 @@ class ProcessCarrier:
                 pass
         if not isinstance(error, BaseException):
             error = RankError(str(type_name), str(text))
-        error.simfs_traceback = str(trace)
+        error.simfs_traceback, error.simfs_where = str(trace), str(where)
         return error  # type: ignore[no-any-return]  # checked just above
 
     def _died(self, rank: RankProcess) -> None:

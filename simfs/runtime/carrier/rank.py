@@ -23,7 +23,7 @@ from ...choices import derive_seed
 from ...confinement import confine, kernel
 from ...confinement.confine import WRITES
 from ...errors import SimfsError
-from ...report import format_exception, user_frame
+from ...report import format_exception, user_frame, where_raised
 from ..process import Process
 from ..scheduler import TASKS, Task
 from . import wire
@@ -204,7 +204,7 @@ def _outcome(body: Callable[[], Any]) -> tuple[Any, ...]:
         value = body()
     except BaseException as exc:  # noqa: BLE001 - the rank's outcome, for the host's report
         return ("raised", _pickled(exc), f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc),
-                format_exception(exc))
+                format_exception(exc), where_raised(exc))
     try:
         return ("done", plaindata.dumps(value))
     except Exception as exc:  # noqa: BLE001 - described to the host instead
