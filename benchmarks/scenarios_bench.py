@@ -155,7 +155,8 @@ def plain_crash(rng: random.Random, s: Scenario, ops: list[int], has_server: boo
 def plain_run_fails(s: Scenario, profile: str, seed: int, ops: list[int] | None, has_server: bool) -> bool:
     """One run of a plain seed loop (then ``recover`` on the restarted cluster): does it fail
     the property explore checks? ``ops``: crash the run at a seeded-random operation."""
-    cluster = simfs.Cluster(nodes=s.nodes, ranks_per_node=s.ranks_per_node, profile=profile, seed=seed)
+    cluster = simfs.Cluster(nodes=s.nodes, ranks_per_node=s.ranks_per_node, profile=profile, seed=seed,
+                            carrier=s.carrier)
     faults: list[Fault] = []
     crash: Fault | None = None
     if ops is not None:
@@ -184,7 +185,8 @@ def plain_loop(s: Scenario, profile: str, start: int, cap: int, crashes: bool) -
     ops: list[int] | None = None
     has_server = False
     if crashes:
-        reference = simfs.Cluster(nodes=s.nodes, ranks_per_node=s.ranks_per_node, profile=profile, seed=start)
+        reference = simfs.Cluster(nodes=s.nodes, ranks_per_node=s.ranks_per_node, profile=profile, seed=start,
+                                  carrier=s.carrier)
         has_server = any(m.host is None for m in reference.fs.shared)
         ops = list(reference.run(s.job).node_ops)
     for n in range(cap):

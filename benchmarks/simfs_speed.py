@@ -21,6 +21,9 @@ import simfs
 from common import add_record_flag, median_of, table, timed, write_report
 
 STAT_OPS = 40_000
+# the simulation engine's own speed, on greenlet ranks (its targets are theirs); carrier_bench.py
+# compares the carriers side by side
+CARRIER = "greenlet"
 WRITE_MB = 256
 
 
@@ -104,7 +107,7 @@ def job():
     for _ in range(128):
         with open("/shared/big", "wb") as f:  # rewritten, never fsynced
             f.write(data)
-assert simfs.Cluster(profile={profile!r}).run(job).ok
+assert simfs.Cluster(profile={profile!r}, carrier="greenlet").run(job).ok
 # VmHWM: this process image's peak (ru_maxrss would carry the forking parent's peak across exec)
 print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024)
 """
@@ -115,9 +118,9 @@ def job(n):
     os.makedirs("/shared/d", exist_ok=True)
     for _ in range(n):
         os.stat("/shared/d")
-simfs.Cluster().run(job, 10)
+simfs.Cluster(carrier="greenlet").run(job, 10)
 start = time.perf_counter()
-result = simfs.Cluster().run(job, {n})
+result = simfs.Cluster(carrier="greenlet").run(job, {n})
 print(result.ops / (time.perf_counter() - start))
 """
 
@@ -128,7 +131,8 @@ def in_fresh_python(code: str) -> float:
 
 
 def sim_run(job, *args, nodes=1, rpn=1, profile="nfs", seed=0):
-    result = simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=profile, seed=seed).run(job, *args)
+    cluster = simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=profile, seed=seed, carrier=CARRIER)
+    result = cluster.run(job, *args)
     if not result.ok:
         raise RuntimeError(result.summary())
     return result
@@ -175,7 +179,7 @@ def main() -> None:
     data["ops_per_s"] = {"one_rank": samples1, "eight_ranks": samples8, "real_stat": real,
                          "one_rank_without_audit_hook": before_samples}
 
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=4)
+    cluster = simfs.Cluster(nodes=2, ranks_per_node=4, carrier=CARRIER)
     empty, empty_samples = median_of(max(args.repeats, 50), lambda: timed(lambda: cluster.run(empty_job))[0])
     rows.append(["empty 8-rank run (ms)", f"{empty * 1e3:.2f}", "<= 5", ""])
     start, start_samples = median_of(args.repeats, lambda: timed(lambda: sim_run(barrier_job, nodes=128, rpn=8))[0])

@@ -27,6 +27,7 @@ PLAIN: dict[str, frozenset[str]] = {
     "fractions": frozenset({"Fraction"}),
     "pathlib": frozenset({"PurePath", "PurePosixPath", "PosixPath", "Path"}),
     "os": frozenset({"stat_result", "statvfs_result", "times_result", "uname_result"}),
+    "uuid": frozenset({"UUID", "SafeUUID"}),
     "numpy": frozenset({"ndarray", "dtype"}),
     "numpy.core.multiarray": frozenset({"_reconstruct", "scalar"}),
     "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}),
@@ -35,7 +36,13 @@ PLAIN: dict[str, frozenset[str]] = {
                                "UInt64DType", "BoolDType", "Complex64DType", "Complex128DType", "BytesDType",
                                "StrDType"}),
 }
-EXCEPTION_MODULES = ("builtins", "simfs.errors", "torch.distributed")  # their exception classes only
+# their exception classes only: the standard library's that file and process code raises (importing
+# these modules runs nothing of note), simfs's, torch.distributed's and filelock's
+EXCEPTION_MODULES = frozenset({
+    "builtins", "shutil", "subprocess", "socket", "queue", "concurrent.futures._base", "json.decoder", "pickle",
+    "_pickle", "zipfile", "tarfile", "zlib", "struct", "_struct", "csv", "_csv", "configparser", "tomllib",
+    "simfs.errors", "torch.distributed", "filelock._error",
+})
 _RECORDS: set[tuple[str, str]] = set()  # (module, qualified name) of what register() named
 # what pickle writes inline, never through a class it names
 _INLINE = (type(None), bool, int, float, str, bytes, list, tuple, dict)

@@ -175,7 +175,7 @@ def test_all_gather_object_gives_copies() -> None:
         dist.barrier()
         return out, out[rank] is mine, any(o is _SHARED[i] for i, o in enumerate(out))
 
-    returns = _ok(_run(job, ranks_per_node=3))
+    returns = _ok(_run(job, ranks_per_node=3, carrier="greenlet"))  # aliasing is possible in one process only
     _SHARED.clear()
     for out, same_as_mine, aliased in returns.values():
         assert not same_as_mine and not aliased

@@ -19,6 +19,10 @@ from test_semantics import dirty_job  # node 0 writes without closing, node 1 re
 
 import simfs
 
+# what these tests check is the filesystem model, which runs in the host on either carrier:
+# greenlet ranks check it ~8x faster than rank processes
+CARRIER = "greenlet"
+
 BEEGFS = simfs.profiles.get("beegfs")
 D = "/shared/out/logs"
 F = "/shared/f"
@@ -26,7 +30,8 @@ SEEDS = range(20)
 
 
 def _run(profile, job, *args, rpn: int = 2, seed: int = 0, choices=None) -> simfs.Result:
-    return simfs.Cluster(nodes=2, ranks_per_node=rpn, profile=profile, seed=seed).run(job, *args, choices=choices)
+    return simfs.Cluster(nodes=2, ranks_per_node=rpn, profile=profile, seed=seed, carrier=CARRIER).run(
+        job, *args, choices=choices)
 
 
 def _ok(result: simfs.Result) -> dict:

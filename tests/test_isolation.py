@@ -1261,7 +1261,7 @@ def test_c_loop_holding_the_gil_is_reported() -> None:
         def spin():
             return sum(range(10 ** 12))
         def runs():
-            return summary(simfs.Cluster().run(spin))
+            return summary(simfs.Cluster(carrier="greenlet").run(spin))  # (a rank process: test_runtime)
         try:
             report(run=simfs.isolated(runs, watchdog=2))
         except simfs.Stalled as exc:
@@ -1352,7 +1352,7 @@ def test_resource_rewriting_a_large_file_without_fsync_stays_bounded() -> None:
                 with open("/shared/big", "wb") as f:
                     f.write(data)
             return os.path.getsize("/shared/big")
-        report(run=summary(simfs.Cluster().run(rewrite)))
+        report(run=summary(simfs.Cluster(carrier="greenlet").run(rewrite)))  # the model's memory, in one process
         """)
     wrapper = ("import resource, subprocess, sys\n"
                "done = subprocess.run([sys.executable, '-c', sys.argv[1]], capture_output=True, text=True)\n"

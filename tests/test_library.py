@@ -36,7 +36,8 @@ def _pairs(verdict: str, crashes: bool) -> list[tuple[str, str]]:
 
 
 def _cluster(sc: Scenario, profile: str, seed: int, faults: list[simfs.faults.Fault]) -> simfs.Cluster:
-    return simfs.Cluster(nodes=sc.nodes, ranks_per_node=sc.ranks_per_node, profile=profile, seed=seed, faults=faults)
+    return simfs.Cluster(nodes=sc.nodes, ranks_per_node=sc.ranks_per_node, profile=profile, seed=seed, faults=faults,
+                         carrier=sc.carrier)
 
 
 def _causes(result: simfs.Result) -> list[BaseException]:

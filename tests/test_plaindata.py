@@ -9,7 +9,9 @@ import collections
 import copyreg
 import os
 import pickle
+import shutil
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,10 @@ def test_numpy_arrays_and_standard_exceptions_load() -> None:
     error = plaindata.load(pickle.dumps(FileExistsError(17, "File exists", "/x")))
     assert isinstance(error, FileExistsError) and error.filename == "/x"
     assert plaindata.load(pickle.dumps(collections.OrderedDict(a=1))) == {"a": 1}
+    same = plaindata.load(pickle.dumps(shutil.SameFileError("'/a' and '/a' are the same file")))
+    assert isinstance(same, shutil.SameFileError) and "same file" in str(same)
+    made = uuid.uuid1(node=5, clock_seq=9)
+    assert plaindata.load(pickle.dumps(made)) == made
 
 
 class _Runs:

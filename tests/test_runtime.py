@@ -524,7 +524,7 @@ def test_threads_of_a_finished_run_can_be_joined_from_outside() -> None:
         t.join()
         return t
 
-    result = simfs.Cluster(seed=0).run(job)
+    result = simfs.Cluster(seed=0, carrier="greenlet").run(job)  # a rank process's thread stays there
     thread = result.returns[0]
     assert not thread.is_alive()
     thread.join(timeout=1)  # must return at once, like joining any finished thread
@@ -589,7 +589,8 @@ def cross_event_job() -> int:
 
 def test_two_ranks_waiting_on_each_others_events() -> None:
     _SHARED_EVENTS.clear()
-    result = simfs.Cluster(nodes=2, ranks_per_node=1, seed=0).run(cross_event_job)
+    # the two ranks share module-level events: greenlet ranks of one process
+    result = simfs.Cluster(nodes=2, ranks_per_node=1, seed=0, carrier="greenlet").run(cross_event_job)
     _SHARED_EVENTS.clear()
     assert set(result.hung) == {0, 1}
     for info in result.hung.values():
@@ -690,12 +691,18 @@ def failing_job() -> int:
     return rank
 
 
-def test_rank_exception_and_user_traceback() -> None:
-    result = simfs.Cluster(nodes=1, ranks_per_node=3, seed=0).run(failing_job)
+@pytest.mark.parametrize("carrier", simfs.cluster.CARRIERS)
+def test_rank_exception_and_user_traceback(carrier: str) -> None:
+    result = simfs.Cluster(nodes=1, ranks_per_node=3, seed=0, carrier=carrier).run(failing_job)
     assert not result.ok
     assert result.returns == {0: 0}
     assert set(result.errors) == {1, 2}
-    assert isinstance(result.errors[1], JobFailure) and str(result.errors[1]) == "rank 1 failed"
+    if carrier == "greenlet":
+        assert isinstance(result.errors[1], JobFailure) and str(result.errors[1]) == "rank 1 failed"
+    else:  # the host does not load a class of the job's own
+        error = result.errors[1]
+        assert isinstance(error, simfs.RankError) and (error.type_name, error.message) == (
+            "test_runtime.JobFailure", "rank 1 failed")
     assert isinstance(result.errors[2], FileNotFoundError)
     assert result.errors[2].filename == "/shared/missing/file"
     tb1 = result.tracebacks[1]

@@ -13,6 +13,10 @@ import torch.distributed as dist
 
 import simfs
 
+# what these tests check is the filesystem model, which runs in the host on either carrier:
+# greenlet ranks check it ~8x faster than rank processes
+CARRIER = "greenlet"
+
 T = 10.0  # exact attribute ttl of the nfs variant used here
 NFS_T = simfs.profiles.get("nfs").replace(acdirmin=T, acdirmax=T, acregmin=T, acregmax=T)
 PROFILES = {"local": "local", "nfs": NFS_T, "lustre": "lustre", "objectstore": "objectstore"}
@@ -21,7 +25,7 @@ PAYLOAD = b"payload"
 
 
 def _cluster(profile, seed: int = 0) -> simfs.Cluster:
-    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed)
+    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, carrier=CARRIER)
 
 
 def _run_ok(cluster: simfs.Cluster, job, *args) -> dict:

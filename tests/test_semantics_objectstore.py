@@ -17,6 +17,10 @@ from hypothesis import strategies as st
 
 import simfs
 
+# what these tests check is the filesystem model, which runs in the host on either carrier:
+# greenlet ranks check it ~8x faster than rank processes
+CARRIER = "greenlet"
+
 PROFILES = ("local", "nfs", "lustre", "objectstore")
 A, B = "/shared/a", "/shared/b"
 CONTENT = b"A" * 1000
@@ -24,7 +28,7 @@ RENAME_AT = 10.0
 
 
 def _cluster(profile, seed: int = 0, **kwargs) -> simfs.Cluster:
-    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, **kwargs)
+    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, carrier=CARRIER, **kwargs)
 
 
 def _run_ok(cluster: simfs.Cluster, job, *args, **kwargs) -> dict:

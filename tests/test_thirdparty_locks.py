@@ -66,10 +66,13 @@ FLOCK_EXCLUDES = ["local", "nfs", "lustre"]  # flock = "cluster"
 FLOCK_NODE_LOCAL = ["beegfs", "objectstore"]  # flock = "node"
 EXCL_ATOMIC = ["local", "nfs", "lustre", "beegfs"]  # exclusive_create = "atomic"
 SEEDS = list(range(6))
+# the ranks share a tracker object that sees overlapping critical sections, and simfs's per-process
+# filelock state (procglobals) is what these tests check: greenlet ranks of one process
+CARRIER = "greenlet"
 
 
 def _cluster(profile: str, seed: int = 0, nodes: int = NODES, rpn: int = RPN) -> simfs.Cluster:
-    return simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=PROFILES[profile], seed=seed)
+    return simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=PROFILES[profile], seed=seed, carrier=CARRIER)
 
 
 def _outcome(lock: Any, timeout: float) -> str:

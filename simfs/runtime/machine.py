@@ -106,6 +106,16 @@ class Machine:
             raise ReadOnRank(path)
         return False
 
+    def imports_here(self) -> bool:
+        """The call being served comes from the import system, which resolves a relative sys.path
+        entry against the real working directory, as the host's does. On the process carrier the
+        rank's process resolves it itself: ReadOnRank."""
+        if self.reads_on_rank is None:
+            return from_import_system()
+        if self.reads_on_rank():
+            raise ReadOnRank("the working directory")
+        return False
+
     # -- around every operation ----------------------------------------------------------------
     def begin(self, proc: Process, op: str, path: str) -> float:
         task = current_task()

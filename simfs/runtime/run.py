@@ -272,6 +272,8 @@ class Run:
                 continue
             task = sched.current
             if carrier is not None:  # a process can always be stopped: kill it, with its stacks
+                state.notes.append(f"rank {task.rank} ran {watchdog:g}s of real time without a simulated "
+                                   "operation: the watchdog killed its process")
                 carrier.stop_running(f"it ran {watchdog:g}s of real time without a simulated operation (the "
                                      "watchdog killed it)", stacks=True)
                 last_progress = now
@@ -298,7 +300,7 @@ class Run:
             error, rank = task.error, task.rank
             if not task.is_main:
                 if error is not None and not isinstance(error, TaskKilled):
-                    name = task.owner.name if task.owner is not None else task.name
+                    name = task.owner.name if task.owner is not None else task.name.removeprefix(f"rank{rank}/")
                     thread_errors.setdefault(rank, []).append(ThreadError(name, error, format_exception(error)))
             elif error is None:
                 returns[rank] = task.result

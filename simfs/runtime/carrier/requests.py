@@ -97,8 +97,8 @@ class ProcessRequests:
 
     def spawn(self, rank: RankProcess, name: str, daemon: bool) -> int:
         proc = rank.proc
-        task = self.sched.spawn(lambda: self._serve(rank), proc.rank, proc, f"rank{proc.rank}/{name}", is_main=False,
-                                daemon=bool(daemon))
+        task = self.sched.spawn(lambda: self._serve(rank), proc.rank, proc, str(name), is_main=False,
+                                daemon=bool(daemon))  # named by the rank, as a greenlet rank names its threads
         return task.tid
 
     def busy_threads(self, rank: RankProcess) -> list[int]:

@@ -13,7 +13,6 @@ from ... import _real
 from ...fs.inode import Attr
 from ...fs.mount import Mount
 from ...fs.vfs import normalize
-from ..importreads import from_import_system
 from ..process import OpenFile, Process
 
 if TYPE_CHECKING:
@@ -66,7 +65,7 @@ class SyscallsBase:
         if dir_fd is not None:
             base = self._fd(dir_fd).path
         else:  # the import system resolves a relative sys.path entry against the host's directory
-            base = _real.getcwd() if from_import_system() else self.proc.cwd
+            base = _real.getcwd() if self.machine.imports_here() else self.proc.cwd
         return self._proc_self(normalize(posixpath.join(base, text))), is_bytes
 
     def _proc_self(self, path: str) -> str:

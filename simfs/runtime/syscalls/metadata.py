@@ -11,7 +11,6 @@ from ... import _real
 from ...fs.client import Client
 from ...fs.inode import DIR, LINK, fs_error
 from ...fs.mount import Mount
-from ..importreads import from_import_system
 from ..process import FD_BASE
 from .base import SyscallsBase
 from .dirent import ScandirIterator
@@ -133,7 +132,7 @@ class MetadataCalls(SyscallsBase):
     def getcwd(self) -> str:
         """The rank's working directory (the host's to the import system, which resolves a
         sys.path entry of '' against it as the host does)."""
-        return _real.getcwd() if from_import_system() else self.proc.cwd
+        return _real.getcwd() if self.machine.imports_here() else self.proc.cwd
 
     def getcwdb(self) -> bytes:
         return os.fsencode(self.getcwd())
