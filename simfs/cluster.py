@@ -41,7 +41,7 @@ _WHERE = "Cluster"
 RESTART_GAP = 90.0
 # how ranks are carried: "process" (the default: each an OS process of its own, confined by the
 # kernel, as on a real cluster) or "greenlet" (all in the caller's process, sharing its modules,
-# generators and C++ state; ~8x faster, for code that keeps no per-process state):
+# generators and C++ state; ~12x faster per search example, for code that keeps no per-process state):
 # docs/architecture.md, "The process carrier"
 CARRIERS = ("greenlet", "process")
 

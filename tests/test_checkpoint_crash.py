@@ -2,7 +2,7 @@
 model allows for a small 4-rank overwrite (exhaustive), and drawn crashes (node, server, whole
 cluster) during larger saves and rotations. After the restart, load gives the old or the new
 checkpoint, never a mix, and CheckpointManager.latest() is loadable. The ranks are greenlets of
-the search's process (CARRIER): checkpoint keeps no per-process state, and the search is about 8
+the search's process (CARRIER): checkpoint keeps no per-process state, and the search is about 12
 times faster than with a process per rank."""
 
 from __future__ import annotations

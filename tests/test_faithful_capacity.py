@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import simfs
 
 # what these tests check is the filesystem model, which runs in the host on either carrier:
-# greenlet ranks check it ~8x faster than rank processes
+# greenlet ranks check it several times faster than rank processes (reports/BENCHMARKS.md, carriers)
 CARRIER = "greenlet"
 
 P = "/shared/data"

@@ -43,7 +43,7 @@ import torch.distributed as dist
 import simfs
 
 # what these tests check is the filesystem model, which runs in the host on either carrier:
-# greenlet ranks check it ~8x faster than rank processes
+# greenlet ranks check it several times faster than rank processes (reports/BENCHMARKS.md, carriers)
 CARRIER = "greenlet"
 
 pytestmark = pytest.mark.sshfs

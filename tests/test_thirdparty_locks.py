@@ -8,11 +8,12 @@ first on sys.path), and huggingface_hub's WeakFileLock.
   updates (shown to happen, not skipped).
 - SoftFileLock is O_CREAT|O_EXCL: it excludes where exclusive create is atomic (all but
   objectstore, whose racy create lets two holders in).
-- No crash from filelock's module state with many ranks: its fork state (pid), boot id and
-  registry of held paths (a thread-local of the one real thread) belong to each simulated
-  process (simfs/runtime/procglobals.py), so the default acquire (wait as long as it takes) from
-  every rank raises no spurious "Deadlock"; and the host's filelock works after a run, also when
-  filelock was first imported inside a rank.
+- No crash from filelock's module state with many ranks: each rank is an OS process, so its fork
+  state (pid), boot id and registry of held paths (thread-locals) are its own, the default acquire
+  (wait as long as it takes) from every rank raises no spurious "Deadlock", and a rank's threads
+  each have their own lock context; the host's filelock works after a run, also when filelock was
+  first imported inside the ranks. Each rank notes the virtual interval of its critical sections:
+  two that overlap were held at once.
 - Stale locks left by a rank of a crashed node, judged on the restart (the next cluster.run) as
   each version really does: >= 3.22 records pid and hostname and breaks a lock whose holder is
   dead on the same host only; >= 3.30 also compares the holder's start token (/proc/<pid>/stat
@@ -28,13 +29,13 @@ first on sys.path), and huggingface_hub's WeakFileLock.
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
-import types
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,6 @@ import torch.distributed as dist
 from conftest import missing
 
 import simfs
-from simfs.runtime import procglobals
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -66,13 +66,10 @@ FLOCK_EXCLUDES = ["local", "nfs", "lustre"]  # flock = "cluster"
 FLOCK_NODE_LOCAL = ["beegfs", "objectstore"]  # flock = "node"
 EXCL_ATOMIC = ["local", "nfs", "lustre", "beegfs"]  # exclusive_create = "atomic"
 SEEDS = list(range(6))
-# the ranks share a tracker object that sees overlapping critical sections, and simfs's per-process
-# filelock state (procglobals) is what these tests check: greenlet ranks of one process
-CARRIER = "greenlet"
 
 
 def _cluster(profile: str, seed: int = 0, nodes: int = NODES, rpn: int = RPN) -> simfs.Cluster:
-    return simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=PROFILES[profile], seed=seed, carrier=CARRIER)
+    return simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=PROFILES[profile], seed=seed)
 
 
 def _outcome(lock: Any, timeout: float) -> str:
@@ -91,9 +88,9 @@ def _outcome(lock: Any, timeout: float) -> str:
 
 # -- scenarios: JSON in, JSON out, run here (installed filelock) or in a subprocess (3.x) --------
 
-def _counter_job(kind: str, per_rank: int, tracker: dict) -> int:
-    """Every rank increments a shared counter ``per_rank`` times under the lock; ``tracker`` (one
-    object shared by the ranks, greenlets of one process) sees overlapping critical sections."""
+def _counter_job(kind: str, per_rank: int) -> dict:
+    """Every rank increments a shared counter ``per_rank`` times under the lock, noting the
+    virtual interval of each critical section (the test sees sections of ranks that overlap)."""
     import filelock
 
     rank = dist.get_rank()
@@ -102,45 +99,69 @@ def _counter_job(kind: str, per_rank: int, tracker: dict) -> int:
         with open(COUNTER, "w") as f:
             f.write("0")
     dist.barrier()
+    sections: list[tuple[float, float]] = []
+    errors: list[str] = []
     for _ in range(per_rank):
         try:
             with getattr(filelock, kind)(LOCK):  # the default: wait as long as it takes
-                tracker["inside"] += 1
-                tracker["most"] = max(tracker["most"], tracker["inside"])
+                entered = time.monotonic()
                 try:
                     with open(COUNTER) as f:
                         text = f.read()
                     if not text:  # read between another node's truncate and its write
-                        tracker["errors"].append("empty read")
+                        errors.append("empty read")
                     with open(COUNTER, "w") as f:
                         f.write(str(int(text) + 1 if text else -1_000_000))
                 except OSError as exc:  # e.g. ESTALE: another node's upload of the counter won
-                    tracker["errors"].append(errno.errorcode.get(exc.errno or 0, str(exc)))
+                    errors.append(errno.errorcode.get(exc.errno or 0, str(exc)))
                 finally:
-                    tracker["inside"] -= 1
+                    sections.append((entered, time.monotonic()))
         except OSError as exc:
-            tracker["errors"].append("lock: " + errno.errorcode.get(exc.errno or 0, str(exc)))
+            errors.append("lock: " + errno.errorcode.get(exc.errno or 0, str(exc)))
+        except RuntimeError as exc:  # filelock's "Deadlock": a release that failed left the path registered
+            errors.append(f"lock: {exc}")
     dist.barrier()
     try:
         with open(COUNTER) as f:
             text = f.read()
-        return int(text) if text else -1
+        count = int(text) if text else -1
     except OSError:
-        return -2
+        count = -2
+    return {"count": count, "sections": sections, "errors": errors}
+
+
+def most_inside(sections: list[tuple[float, float]]) -> int:
+    """The most critical sections open at one virtual instant (one that ends when another starts
+    is not open with it)."""
+    steps = sorted([(start, 1) for start, _ in sections] + [(end, -1) for _, end in sections])
+    inside = most = 0
+    for _, step in steps:
+        inside += step
+        most = max(most, inside)
+    return most
+
+
+def _version() -> str:
+    """The filelock the ranks imported, read after the runs: the host imports it only then, so each
+    rank process imports it itself, on its node, as a process started there does (a module the
+    host imported before a run keeps what it read at import, the host's boot id among them:
+    docs/limits.md)."""
+    import filelock
+
+    return filelock.__version__
 
 
 def counter(kind: str, profile: str, seeds: list[int], per_rank: int = 3, nodes: int = NODES,
             rpn: int = RPN) -> dict:
-    import filelock
-
     runs = []
     for seed in seeds:
-        tracker: dict = {"inside": 0, "most": 0, "errors": []}
-        result = _cluster(profile, seed, nodes, rpn).run(_counter_job, kind, per_rank, tracker)
+        result = _cluster(profile, seed, nodes, rpn).run(_counter_job, kind, per_rank)
+        ranks = list(result.returns.values())
         runs.append({"seed": seed, "ok": result.ok, "summary": None if result.ok else result.summary()[:4000],
-                     "finals": sorted(set(result.returns.values())), "most": tracker["most"],
-                     "errors": tracker["errors"]})
-    return {"version": filelock.__version__, "expected": nodes * rpn * per_rank, "runs": runs}
+                     "finals": sorted({r["count"] for r in ranks}),
+                     "most": most_inside([tuple(s) for r in ranks for s in r["sections"]]),
+                     "errors": [e for r in ranks for e in r["errors"]]})
+    return {"version": _version(), "expected": nodes * rpn * per_rank, "runs": runs}
 
 
 def _hold_and_crash() -> None:
@@ -179,13 +200,11 @@ def _contend(timeout: float) -> dict:
 
 
 def stale(profile: str, timeout: float = 20.0) -> dict:
-    import filelock
-
     cluster = _cluster(profile, seed=1)
     crashed = cluster.run(_hold_and_crash, faults=[simfs.CrashNode(node=1, at_time=5.0)])
     restarted = cluster.run(_contend, timeout)
     assert restarted.ok, restarted.summary()
-    return {"version": filelock.__version__, "crashed": sorted(crashed.crashed),
+    return {"version": _version(), "crashed": sorted(crashed.crashed),
             "marker": restarted.returns[0]["marker"],
             "node0": restarted.returns[0]["outcome"], "node1": restarted.returns[RPN]["outcome"]}
 
@@ -221,7 +240,10 @@ def _recycled(timeout: float) -> dict:
                 f.write("".join(line + "\n" for line in record))
         dist.barrier()
         if rank == RPN + 2:
-            identity = sys.modules.get("filelock._identity")
+            try:  # (4.x imports it at first use)
+                identity: Any = importlib.import_module("filelock._identity")
+            except ImportError:  # < 3.30
+                identity = None
             if identity is not None and hasattr(identity, "owner_is_stale"):  # >= 3.30: the library's verdict
                 token = int(record[2]) if len(record) > 2 else None
                 out[f"{case}_stale"] = identity.owner_is_stale(holder, identity.host_name(), token)
@@ -231,13 +253,11 @@ def _recycled(timeout: float) -> dict:
 
 
 def recycled_pid(profile: str = "local", timeout: float = 5.0) -> dict:
-    import filelock
-
     cluster = _cluster(profile, seed=2)
     cluster.run(_hold_and_crash, faults=[simfs.CrashNode(node=1, at_time=5.0)])
     restarted = cluster.run(_recycled, timeout)
     assert restarted.ok, restarted.summary()
-    return {"version": filelock.__version__, **restarted.returns[RPN + 2]}
+    return {"version": _version(), **restarted.returns[RPN + 2]}
 
 
 def _own_record() -> dict:
@@ -259,14 +279,12 @@ def _read_marker_of(path: str) -> str:
 def records(profile: str = "local") -> dict:
     """After node 1 crashed and rebooted (its boot id is new, node 0's is not), each rank's
     SoftFileLock record names its pid, host and start token."""
-    import filelock
-
     cluster = _cluster(profile, seed=3)
     crashed = cluster.run(_make_dir_then_sleep, faults=[simfs.CrashNode(node=1, at_time=1.0)])
     assert sorted(crashed.crashed) == list(range(RPN, WORLD)), crashed.summary()
     result = cluster.run(_own_record)
     assert result.ok, result.summary()
-    return {"version": filelock.__version__, "ranks": result.returns}
+    return {"version": _version(), "ranks": result.returns}
 
 
 def _make_dir_then_sleep() -> None:
@@ -357,14 +375,9 @@ def _own_state() -> dict:
 
 
 def own_state() -> dict:
-    import filelock
-
-    # the host imports all of it (4.x imports its soft locks and identity at first use; a rank
-    # importing them keeps what it read itself, as the process that imported them)
-    assert filelock.SoftFileLock
     result = _cluster("local").run(_own_state)
     assert result.ok, result.summary()
-    return {"version": filelock.__version__, "ranks": result.returns}
+    return {"version": _version(), "ranks": result.returns}
 
 
 SCENARIOS = {f.__name__: f for f in (counter, stale, recycled_pid, records, host_after, own_state)}
@@ -508,10 +521,10 @@ def test_filelock_first_imported_inside_ranks_leaves_the_host_its_own_state(vers
 def test_each_rank_has_its_own_filelock_process_state(version) -> None:
     """Wherever a release keeps them (4.3 moved them from _api and _identity to _core._fork,
     _core._registry, _core._shutdown and _identity._process, and imports the registry by name
-    into three more modules): each rank's fork state records its own pid, its boot id is its
-    node's, and no thread-local (the registry of held paths among them) is another rank's; the
-    names of one thread-local in several modules are one object."""
-    out = run_scenario(version, "own_state")
+    into three more modules): each rank process that imports filelock itself records its own pid
+    in its fork state, its boot id is its node's, and the names of one thread-local (the registry
+    of held paths among them) in several modules are one object."""
+    out = run_scenario(version, "own_state", fresh=True)  # filelock first imported inside the ranks
     ranks = list(out["ranks"].values())
     for got in ranks:
         assert got["fork_pid"] == (got["pid"] if _release_has_start_token(version) else None), got
@@ -519,8 +532,6 @@ def test_each_rank_has_its_own_filelock_process_state(version) -> None:
     if _records_holder(version):  # >= 3.22 keeps a registry of held paths
         assert all(any("registry" in name.lower() for _, names in got["locals"] for name in names)
                    for got in ranks), ranks
-    ids = [ident for got in ranks for ident, _ in got["locals"]]
-    assert len(ids) == len(set(ids)), ranks
     for got in ranks:  # the modules that import the registry by name see the rank's one registry
         objects: dict[str, set[int]] = {}
         for ident, names in got["locals"]:
@@ -536,7 +547,7 @@ def test_lock_record_names_the_rank_and_its_nodes_boot(version) -> None:
     with its /proc/<pid>/stat start time."""
     if not _release_has_start_token(version):
         pytest.skip("this filelock records no start token")
-    out = run_scenario(version, "records")
+    out = run_scenario(version, "records", fresh=True)
     for rank, got in out["ranks"].items():
         assert got["lines"] == got["expected"], (rank, got)
     boots = {int(got["lines"][2]) >> 64 for got in out["ranks"].values()}
@@ -563,14 +574,11 @@ def _hold_in_a_thread() -> dict:
     return seen
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "simfs bug (simfs/_intercept/threads.py, _Local.__new__): an instance of a threading.local "
-    "*subclass* made inside a rank is a real (C) thread-local, shared by all the rank's simulated "
-    "threads (greenlets of one real thread); only plain threading.local() is made per simulated "
-    "thread. filelock keeps each lock's per-thread context (ThreadLocalFileContext) and its "
-    "held-path registry in such subclasses, so a second thread of a rank sees the first's hold as "
-    "its own (and two threads using one FileLock instance livelock, polling in zero virtual time)"))
-def test_filelock_context_is_per_simulated_thread() -> None:
+def test_filelock_context_is_per_thread_of_a_rank_process() -> None:
+    """filelock keeps each lock's per-thread context (ThreadLocalFileContext) and its held-path
+    registry in threading.local subclasses, which are per OS thread: a rank process's threads are
+    OS threads, so a second thread does not see the first's hold as its own. (On greenlet ranks
+    they share it: README, Known limits.)"""
     result = _cluster("nfs", nodes=1, rpn=1).run(_hold_in_a_thread)
     assert result.ok, result.summary()
     assert result.returns[0] == {"first": True, "second": False}
@@ -636,7 +644,7 @@ def test_pid_reused_after_the_reboot(version) -> None:
     pid reused after the reboot). filelock >= 3.30 compares start tokens: the boot id differs,
     so the holder is gone and the lock is broken; the true record of the live process is kept.
     Older releases only ask whether the pid is alive, so they keep both."""
-    out = run_scenario(version, "recycled_pid")
+    out = run_scenario(version, "recycled_pid", fresh=True)
     if _release_has_start_token(version):
         assert len(out["lines"]) == 3, out
         assert out["recycled_stale"] is True and out["live_stale"] is False, out
@@ -652,7 +660,10 @@ HF_CACHE = "/shared/hf/models--org--model"
 HF_DATA = b"weights!" * 4096
 
 
-def _hf_job(tracker: dict) -> bool:
+def _hf_job(downloads: dict) -> dict:
+    """Every rank fetches the blob under WeakFileLock; what it tells: whether the blob is whole
+    and alone, how many downloads it made (``downloads``, the rank's own copy of the fixture's
+    counter), and its critical section's virtual interval."""
     from huggingface_hub import file_download
     from huggingface_hub.utils import WeakFileLock
 
@@ -662,31 +673,35 @@ def _hf_job(tracker: dict) -> bool:
     dist.barrier()
     blob = Path(HF_CACHE, "blobs", "etag1")
     with WeakFileLock(Path(HF_CACHE, ".locks", "etag1.lock")):
-        tracker["inside"] += 1
-        tracker["most"] = max(tracker["most"], tracker["inside"])
-        try:
-            file_download._download_to_tmp_and_move(
-                incomplete_path=Path(f"{blob}.incomplete"), destination_path=blob,
-                url_to_download="https://huggingface.co/org/model/resolve/main/model.bin", headers={},
-                expected_size=len(HF_DATA), filename="model.bin", force_download=False, etag="etag1",
-                xet_file_data=None)
-        finally:
-            tracker["inside"] -= 1
+        entered = time.monotonic()
+        file_download._download_to_tmp_and_move(
+            incomplete_path=Path(f"{blob}.incomplete"), destination_path=blob,
+            url_to_download="https://huggingface.co/org/model/resolve/main/model.bin", headers={},
+            expected_size=len(HF_DATA), filename="model.bin", force_download=False, etag="etag1",
+            xet_file_data=None)
+        section = (entered, time.monotonic())
     dist.barrier()
-    return blob.read_bytes() == HF_DATA and sorted(os.listdir(f"{HF_CACHE}/blobs")) == ["etag1"]
+    whole = blob.read_bytes() == HF_DATA and sorted(os.listdir(f"{HF_CACHE}/blobs")) == ["etag1"]
+    return {"whole": whole, "downloads": downloads["downloads"], "section": section}
+
+
+def _hf_counts(result: simfs.Result) -> tuple[int, int]:
+    """(downloads, most ranks inside the lock at once) of a run of _hf_job."""
+    ranks = list(result.returns.values())
+    return sum(r["downloads"] for r in ranks), most_inside([tuple(r["section"]) for r in ranks])
 
 
 @pytest.fixture
 def hf_download(monkeypatch) -> dict:
     """huggingface_hub with its HTTP download replaced by one that writes HF_DATA in 8 chunks,
-    one virtual second each, counting downloads."""
+    one virtual second each, counting downloads (each rank process counts in its own copy)."""
     try:
         from huggingface_hub import file_download
         from huggingface_hub.utils import _fixes
     except ImportError as exc:
         missing("huggingface_hub", f"huggingface_hub is not importable ({exc}; pip install -e '.[test]')")
     assert hasattr(_fixes, "WeakFileLock") and hasattr(file_download, "_download_to_tmp_and_move")
-    tracker = {"inside": 0, "most": 0, "downloads": 0}
+    tracker = {"downloads": 0}
 
     def http_get(url: str, temp_file: Any, **kwargs: Any) -> None:
         tracker["downloads"] += 1
@@ -702,11 +717,10 @@ def hf_download(monkeypatch) -> dict:
 def test_hf_weakfilelock_downloads_once_on_nfs(hf_download) -> None:
     """flock excludes across nodes: one rank downloads, the others find the blob under the lock."""
     for seed in range(4):
-        hf_download.update(inside=0, most=0, downloads=0)
         result = _cluster("nfs", seed).run(_hf_job, hf_download)
         assert result.ok, result.summary()
-        assert set(result.returns.values()) == {True}
-        assert (hf_download["downloads"], hf_download["most"]) == (1, 1), (seed, hf_download)
+        assert all(r["whole"] for r in result.returns.values())
+        assert _hf_counts(result) == (1, 1), (seed, result.returns)
 
 
 def test_hf_weakfilelock_on_beegfs_downloads_once_per_node_and_the_blob_stays_whole(hf_download) -> None:
@@ -714,85 +728,10 @@ def test_hf_weakfilelock_on_beegfs_downloads_once_per_node_and_the_blob_stays_wh
     download, but each into its own temporary file renamed into place, so the blob is whole."""
     doubled = 0
     for seed in range(4):
-        hf_download.update(inside=0, most=0, downloads=0)
         result = _cluster("beegfs", seed).run(_hf_job, hf_download)
         assert result.ok, result.summary()
-        assert set(result.returns.values()) == {True}
-        assert hf_download["downloads"] <= NODES and hf_download["most"] <= NODES, hf_download
-        doubled += hf_download["downloads"] == NODES and hf_download["most"] == NODES
+        assert all(r["whole"] for r in result.returns.values())
+        downloads, most = _hf_counts(result)
+        assert downloads <= NODES and most <= NODES, (downloads, most)
+        doubled += downloads == NODES and most == NODES
     assert doubled, "the node-local flock never let two nodes download at once"
-
-
-# -- the per-process globals themselves (simfs/runtime/procglobals.py) ----------------------------
-
-def _fake_slot_job(name: str) -> Any:
-    """Rank 0 imports (makes) the module; every rank then reads its attribute."""
-    if dist.get_rank() == 0:
-        module = types.ModuleType(name)
-        module.STATE = ("made by", os.getpid())
-        sys.modules[name] = module
-    dist.barrier()
-    time.sleep(0.1 * dist.get_rank())
-    return sys.modules[name].STATE
-
-
-def test_a_slot_of_a_module_first_imported_inside_a_rank(monkeypatch) -> None:
-    """The importing rank keeps what it made, the others get theirs, the host gets its own."""
-    name = "simfs_test_fake_state"
-    monkeypatch.setattr(procglobals, "SLOTS", [
-        *procglobals.SLOTS,
-        procglobals.Slot(name, "STATE", lambda proc, host: ("made for", proc.pid),
-                         lambda module, made: ("host", None))])
-    monkeypatch.delitem(sys.modules, name, raising=False)
-    result = _cluster("local").run(_fake_slot_job, name)
-    assert result.ok, result.summary()
-    pids = [1000 + local for local in range(RPN)] * NODES
-    assert result.returns == {0: ("made by", pids[0]), **{r: ("made for", pids[r]) for r in range(1, WORLD)}}
-    assert sys.modules[name].STATE == ("host", None)
-    monkeypatch.delitem(sys.modules, name)
-
-
-def test_a_slot_whose_module_lacks_the_attribute_stays_inactive(monkeypatch) -> None:
-    """filelock 3.x (< 3.30) has filelock._api but no _FORK_STATE: every run raised
-    AttributeError from ProcessGlobals._activate."""
-    name = "simfs_test_fake_without"
-    monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setattr(procglobals, "SLOTS", [*procglobals.SLOTS,
-                                               procglobals.Slot(name, "STATE", lambda proc, host: 1)])
-    result = _cluster("local").run(lambda: dist.get_rank())
-    assert result.ok, result.summary()
-    assert not hasattr(sys.modules[name], "STATE")
-
-
-class _FakeLocal(threading.local):
-    pass
-
-
-def _read_both(name: str) -> tuple[int, int, bool]:
-    """A rank changes its state through one module's name for it and reads it through the other's."""
-    sys.modules[f"{name}.state"].STATE.seen = dist.get_rank()
-    time.sleep(0.1)
-    state, user = sys.modules[f"{name}.state"].STATE, sys.modules[f"{name}.user"].STATE
-    return state.seen, user.seen, state is user
-
-
-def test_state_found_by_kind_in_any_module_of_a_package_is_one_per_process(monkeypatch) -> None:
-    """filelock 4.3 keeps its registry of held paths in _core._registry and imports it by name
-    into _acquire, _fork and _release (3.x kept it in _api): a slot that recognises the state by
-    kind finds it in every module of the package, and the names of one object stay one object,
-    the process's own."""
-    name = "simfs_test_fake_package"
-    host = _FakeLocal()
-    host.seen = "host"
-    for module in ("state", "user"):
-        fake = types.ModuleType(f"{name}.{module}")
-        fake.STATE = host
-        monkeypatch.setitem(sys.modules, fake.__name__, fake)
-    monkeypatch.setattr(procglobals, "SLOTS", [
-        *procglobals.SLOTS,
-        procglobals.Slot(name, _FakeLocal, lambda proc, host: _FakeLocal())])
-    result = _cluster("local").run(_read_both, name)
-    assert result.ok, result.summary()
-    assert result.returns == {rank: (rank, rank, True) for rank in range(WORLD)}
-    assert sys.modules[f"{name}.state"].STATE is host and sys.modules[f"{name}.user"].STATE is host
-    assert host.seen == "host"
