@@ -142,9 +142,9 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     ``carrier``: how ranks are carried. "process" (the default): each rank an OS process of its
     own, confined by the kernel, with its own modules, generators and C++ state, as on a real
     cluster. "greenlet": every rank a greenlet of the search's one process (confined too, with
-    ``isolate``), about 12 times faster per example, for jobs that keep no per-process state (simfs's own
-    library): its ranks share every module's globals, the generators of random, numpy and torch,
-    and torch's C++ state."""
+    ``isolate``), about 12 times faster per example, for jobs that keep no per-process state
+    (simfs's own library): its ranks share every module's globals, the generators of random,
+    numpy and torch, and torch's C++ state."""
     _check_args(nodes, ranks_per_node, max_examples, seed, shrink_time)
     if crashes not in (False, True, "exhaustive"):
         raise ValueError(f"explore: crashes must be False, True or 'exhaustive', got {crashes!r}")

@@ -148,4 +148,5 @@ def finding_of(target: Target, example: Example, execution: Execution, *, exampl
                    trace=events(execution), results=execution.results, found_at=found_at if failed else 0,
                    notes=list(notes))
 
+
 plaindata.register(Finding)

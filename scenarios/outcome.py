@@ -95,4 +95,5 @@ def decode(data: bytes | str) -> Report:
         raise ValueError(f"report schema {report.schema} is not the supported schema {SCHEMA}")
     return report
 
+
 plaindata.register(Event, Failure, FindingRecord, ScenarioOutcome)

@@ -38,4 +38,5 @@ class Target:
         return (f"{getattr(self.job, '__qualname__', repr(self.job))} on {self.profile.name} "
                 f"({self.nodes} node{'s' if self.nodes > 1 else ''} x {self.ranks_per_node} ranks{carried})")
 
+
 plaindata.register(Target)

@@ -85,8 +85,8 @@ def loadable(cls: type) -> bool:
     return cls in _INLINE or _loadable(cls.__module__, cls.__qualname__, cls)
 
 
-def _loadable(module: str, name: str, obj: Any) -> bool:
-    if name in PLAIN.get(module, ()) or (module, name) in _RECORDS:
+def _loadable(module: str, name: str, obj: Any, records: bool = True) -> bool:
+    if name in PLAIN.get(module, ()) or (records and (module, name) in _RECORDS):
         return True
     return module in EXCEPTION_MODULES and isinstance(obj, type) and issubclass(obj, BaseException)
 
@@ -97,12 +97,10 @@ class _PlainUnpickler(pickle.Unpickler):
         self._records = records
 
     def find_class(self, module: str, name: str) -> Any:
-        if name in PLAIN.get(module, ()) or (self._records and (module, name) in _RECORDS):
-            return super().find_class(module, name)
-        if module in EXCEPTION_MODULES:
-            cls = super().find_class(module, name)
-            if isinstance(cls, type) and issubclass(cls, BaseException):
-                return cls
+        if module in EXCEPTION_MODULES or _loadable(module, name, None, self._records):
+            found = super().find_class(module, name)  # (an exception module's: checked once found)
+            if _loadable(module, name, found, self._records):
+                return found
         raise Untrusted(f"{module}.{name}")
 
 

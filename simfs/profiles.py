@@ -585,4 +585,5 @@ def get(name: str | Profile) -> Profile:
 def names() -> list[str]:
     return list(_BUILTIN)
 
+
 plaindata.register(_rebuild)

@@ -197,4 +197,5 @@ def result_to_json(result: Result, *, trace: bool = False) -> dict[str, Any]:
         out["trace"] = [list(event) for event in result.trace]
     return out
 
+
 plaindata.register(Result, CrashInfo, HangInfo, ThreadError)

@@ -221,4 +221,5 @@ def _kill(pid: int) -> None:
     except (ProcessLookupError, ChildProcessError):
         pass
 
+
 plaindata.register(Stalled, ChildFailed)

@@ -3,11 +3,9 @@ profiles they run on, and a check that a run succeeded on every rank."""
 
 from __future__ import annotations
 
-import simfs
+from conftest import MODEL_CARRIER
 
-# what these tests check is the filesystem model, which runs in the host on either carrier:
-# greenlet ranks check it several times faster than rank processes (reports/BENCHMARKS.md, carriers)
-CARRIER = "greenlet"
+import simfs
 
 NODES, RPN = 2, 4
 WORLD = NODES * RPN
@@ -19,7 +17,8 @@ PROFILES = {"local": "local", "nfs": "nfs", "nfs_lag": NFS_LAG, "lustre": "lustr
 def cluster(profile, seed: int = 0, faults=(), nodes: int = NODES, rpn: int = RPN) -> simfs.Cluster:
     """A cluster on ``profile`` (a name in PROFILES, a built-in name or a Profile)."""
     chosen = PROFILES.get(profile, profile) if isinstance(profile, str) else profile
-    return simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=chosen, seed=seed, carrier=CARRIER, faults=faults)
+    return simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=chosen, seed=seed, carrier=MODEL_CARRIER,
+                         faults=faults)
 
 
 def ok(result: simfs.Result, world: int | None = None) -> dict:

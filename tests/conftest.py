@@ -23,6 +23,11 @@ settings.register_profile(
 settings.register_profile("dev", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
+# the carrier of tests that check the filesystem model (or code that keeps no per-process state),
+# which runs in the host on either carrier: greenlet ranks check it several times faster than rank
+# processes (reports/BENCHMARKS.md, carriers); the process carrier has tests of its own
+MODEL_CARRIER = "greenlet"
+
 
 # -- tests that need something outside Python ----------------------------------------------------
 

@@ -2,8 +2,8 @@
 model allows for a small 4-rank overwrite (exhaustive), and drawn crashes (node, server, whole
 cluster) during larger saves and rotations. After the restart, load gives the old or the new
 checkpoint, never a mix, and CheckpointManager.latest() is loadable. The ranks are greenlets of
-the search's process (CARRIER): checkpoint keeps no per-process state, and the search is about 12
-times faster than with a process per rank."""
+the search's process (conftest.MODEL_CARRIER): checkpoint keeps no per-process state, and the
+search is about 12 times faster than with a process per rank."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from _checkpoint_cases import assert_same
+from conftest import MODEL_CARRIER
 
 import checkpoint
 import scenarios
@@ -22,13 +23,12 @@ PROFILES = ("local", "nfs", "objectstore")
 ROOT = "/shared/run"
 STEPS = (1, 2, 3)
 ROWS = 16  # rows of each tensor of the larger state dict
-CARRIER = "greenlet"
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_crash_state_of_a_4_rank_overwrite_leaves_the_old_or_the_new_checkpoint(profile: str) -> None:
     finding = scenarios.explore(checkpoint_overwrite, recover=overwrite_recover, crashes="exhaustive", nodes=2,
-                                ranks_per_node=2, profile=profile, carrier=CARRIER)
+                                ranks_per_node=2, profile=profile, carrier=MODEL_CARRIER)
     assert not finding.failed, str(finding)
     assert finding.examples > 10  # crash states were tried, not a single run
 
@@ -82,7 +82,7 @@ def resume_latest() -> int:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_drawn_crashes_during_8_rank_saves_and_rotations_resume_from_a_loadable_latest(profile: str) -> None:
     finding = scenarios.explore(rotating_saves, recover=resume_latest, crashes=True, nodes=2, ranks_per_node=4,
-                                profile=profile, max_examples=25, seed=0, carrier=CARRIER)
+                                profile=profile, max_examples=25, seed=0, carrier=MODEL_CARRIER)
     assert not finding.failed, str(finding)
     assert finding.examples >= 25
 
@@ -105,5 +105,5 @@ def test_the_search_finds_a_mix_when_the_old_files_are_removed_before_the_commit
             checkpoint.load(state, f"{ROOT}/latest")
 
     finding = scenarios.explore(delete_then_save, recover=resume, crashes=True, nodes=2, ranks_per_node=2,
-                                profile="nfs", max_examples=100, carrier=CARRIER)
+                                profile="nfs", max_examples=100, carrier=MODEL_CARRIER)
     assert finding.failed, str(finding)

@@ -13,15 +13,12 @@ import time
 
 import pytest
 import torch.distributed as dist
+from conftest import MODEL_CARRIER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_semantics import dirty_job  # node 0 writes without closing, node 1 reads
 
 import simfs
-
-# what these tests check is the filesystem model, which runs in the host on either carrier:
-# greenlet ranks check it several times faster than rank processes (reports/BENCHMARKS.md, carriers)
-CARRIER = "greenlet"
 
 BEEGFS = simfs.profiles.get("beegfs")
 D = "/shared/out/logs"
@@ -30,7 +27,7 @@ SEEDS = range(20)
 
 
 def _run(profile, job, *args, rpn: int = 2, seed: int = 0, choices=None) -> simfs.Result:
-    return simfs.Cluster(nodes=2, ranks_per_node=rpn, profile=profile, seed=seed, carrier=CARRIER).run(
+    return simfs.Cluster(nodes=2, ranks_per_node=rpn, profile=profile, seed=seed, carrier=MODEL_CARRIER).run(
         job, *args, choices=choices)
 
 

@@ -14,14 +14,11 @@ import errno
 import os
 
 import pytest
+from conftest import MODEL_CARRIER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simfs
-
-# what these tests check is the filesystem model, which runs in the host on either carrier:
-# greenlet ranks check it several times faster than rank processes (reports/BENCHMARKS.md, carriers)
-CARRIER = "greenlet"
 
 P = "/shared/data"
 AT_WRITE = ("local", "lustre")
@@ -33,7 +30,8 @@ def _profile(name: str, capacity: float) -> simfs.Profile:
 
 
 def _cluster(profile, faults=(), nodes: int = 1) -> simfs.Cluster:
-    return simfs.Cluster(nodes=nodes, ranks_per_node=1, profile=profile, seed=0, carrier=CARRIER, faults=list(faults))
+    return simfs.Cluster(nodes=nodes, ranks_per_node=1, profile=profile, seed=0, carrier=MODEL_CARRIER,
+                         faults=list(faults))
 
 
 def _ok(result: simfs.Result) -> dict:

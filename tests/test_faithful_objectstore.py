@@ -14,14 +14,11 @@ import time
 
 import pytest
 import torch.distributed as dist
+from conftest import MODEL_CARRIER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simfs
-
-# what these tests check is the filesystem model, which runs in the host on either carrier:
-# greenlet ranks check it several times faster than rank processes (reports/BENCHMARKS.md, carriers)
-CARRIER = "greenlet"
 
 OBJ = simfs.profiles.get("objectstore")
 A = "/shared/a"
@@ -29,7 +26,7 @@ BASE = b"0123456789"
 
 
 def _run(profile, job, *args, seed: int = 0, choices=None) -> simfs.Result:
-    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, carrier=CARRIER).run(
+    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, carrier=MODEL_CARRIER).run(
         job, *args, choices=choices)
 
 

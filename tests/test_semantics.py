@@ -15,14 +15,11 @@ import time
 
 import pytest
 import torch.distributed as dist
+from conftest import MODEL_CARRIER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simfs
-
-# what these tests check is the filesystem model, which runs in the host on either carrier:
-# greenlet ranks check it several times faster than rank processes (reports/BENCHMARKS.md, carriers)
-CARRIER = "greenlet"
 
 D = "/shared/d"
 T = 10.0  # exact attribute ttl of the nfs variant used where timing must be exact
@@ -34,7 +31,8 @@ COHERENT = ("local", "lustre")
 
 
 def _cluster(profile, seed: int = 0, ranks_per_node: int = 1, **kwargs) -> simfs.Cluster:
-    return simfs.Cluster(nodes=2, ranks_per_node=ranks_per_node, profile=profile, seed=seed, carrier=CARRIER, **kwargs)
+    return simfs.Cluster(nodes=2, ranks_per_node=ranks_per_node, profile=profile, seed=seed,
+                         carrier=MODEL_CARRIER, **kwargs)
 
 
 def _run_ok(cluster: simfs.Cluster, job, *args, **kwargs) -> dict:

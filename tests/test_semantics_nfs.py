@@ -10,12 +10,9 @@ import time
 
 import pytest
 import torch.distributed as dist
+from conftest import MODEL_CARRIER
 
 import simfs
-
-# what these tests check is the filesystem model, which runs in the host on either carrier:
-# greenlet ranks check it several times faster than rank processes (reports/BENCHMARKS.md, carriers)
-CARRIER = "greenlet"
 
 T = 10.0  # exact attribute ttl of the nfs variant used here
 NFS_T = simfs.profiles.get("nfs").replace(acdirmin=T, acdirmax=T, acregmin=T, acregmax=T)
@@ -25,7 +22,7 @@ PAYLOAD = b"payload"
 
 
 def _cluster(profile, seed: int = 0) -> simfs.Cluster:
-    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, carrier=CARRIER)
+    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, carrier=MODEL_CARRIER)
 
 
 def _run_ok(cluster: simfs.Cluster, job, *args) -> dict:

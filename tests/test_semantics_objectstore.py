@@ -12,14 +12,11 @@ import time
 
 import pytest
 import torch.distributed as dist
+from conftest import MODEL_CARRIER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simfs
-
-# what these tests check is the filesystem model, which runs in the host on either carrier:
-# greenlet ranks check it several times faster than rank processes (reports/BENCHMARKS.md, carriers)
-CARRIER = "greenlet"
 
 PROFILES = ("local", "nfs", "lustre", "objectstore")
 A, B = "/shared/a", "/shared/b"
@@ -28,7 +25,7 @@ RENAME_AT = 10.0
 
 
 def _cluster(profile, seed: int = 0, **kwargs) -> simfs.Cluster:
-    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, carrier=CARRIER, **kwargs)
+    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, carrier=MODEL_CARRIER, **kwargs)
 
 
 def _run_ok(cluster: simfs.Cluster, job, *args, **kwargs) -> dict:

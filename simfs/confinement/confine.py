@@ -160,4 +160,5 @@ def announce(confinement: Confinement) -> None:
         warnings.warn(f"simfs: rank code runs only partly confined by the kernel; NOT refused: {missing}",
                       ConfinementWarning, stacklevel=3)
 
+
 plaindata.register(Confinement)

@@ -297,4 +297,5 @@ class Machine:
         self.fs.mount_named(mount_path).clients[node].evict()
         self.note("evict", mount_path, f"node{node} evicted ({why})", node=node)
 
+
 plaindata.register(TraceEvent)

@@ -68,4 +68,3 @@ class Forward:
 
     def __call__(self, signum: int, frame: Any) -> None:
         self._rank.signals.append(signum)
-
