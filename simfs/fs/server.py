@@ -294,6 +294,10 @@ class Server:
             return ino, Change(self.attr(sparent), self.attr(sparent)), Change(self.attr(dparent), self.attr(dparent))
         if node.kind == DIR and self._is_ancestor(ino, dst_dir):
             raise fs_error(errno.EINVAL)
+        if target is not None and self._is_ancestor(target, src_dir):
+            # fs/namei.c do_renameat2: "target should not be an ancestor of source" (ENOTEMPTY),
+            # checked before the kinds of the two names are compared
+            raise fs_error(errno.ENOTEMPTY)
         if target is not None:
             tnode = self.inodes[target]
             if node.kind == DIR and tnode.kind != DIR:
