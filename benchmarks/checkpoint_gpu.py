@@ -1,11 +1,12 @@
-"""The GPU rows of checkpoint_vs_dcp: how long ``checkpoint.async_save`` blocks training per GB
-of CUDA tensors, next to a plain copy of the same tensors into pinned host memory (the least any
-asynchronous save must block: the tensors may change as soon as it returns), and the time until
-the save is committed. One process, no torch.distributed (async_save uses one process's comm).
+"""checkpoint on a GPU: how long ``checkpoint.async_save`` blocks training per GB of CUDA tensors,
+next to a plain copy of the same tensors into pinned host memory (the least any asynchronous save
+must block: the tensors may change as soon as it returns), and the time until the save is
+committed. One process, no torch.distributed (async_save uses one process's comm).
 
-  python benchmarks/checkpoint_gpu.py [--gib 1] [--repeats 3] [--scratch DIR]
+  python benchmarks/checkpoint_gpu.py [--gib 1 ...] [--repeats 5] [--scratch DIR] [--record]
 
-Run by checkpoint_vs_dcp.py when CUDA is available; alone, it prints its rows."""
+Needs CUDA (exits saying so without it). A section of its own in reports/BENCHMARKS.md, naming the
+GPU, torch and the disk: the GPU machine is rarely the one the CPU benchmarks ran on."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import checkpoint
-from common import RUNS, table
+from common import RUNS, add_record_flag, filesystem, table, write_report
 
 TENSORS = 64
 HEADERS = ["what (CUDA, 64 tensors)", "seconds per GB", "vs pinned copy"]
@@ -77,15 +78,26 @@ def gpu_rows(scratch: str, repeats: int, gib: float = 1.0) -> list[list[str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gib", type=float, default=1.0)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--gib", type=float, nargs="+", default=[1.0], help="sizes of the state, GiB of CUDA tensors")
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--scratch", default=None, help="directory for the checkpoints (default: under reports/runs/)")
+    add_record_flag(parser)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("checkpoint_gpu: no CUDA device here")
     os.makedirs(RUNS, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="checkpoint_gpu-", dir=args.scratch or RUNS) as scratch:
-        print(table(HEADERS, gpu_rows(scratch, args.repeats, args.gib)))
+        where = filesystem(scratch)
+        rows = {gib: gpu_rows(scratch, args.repeats, gib) for gib in args.gib}
+    markdown = (f"## checkpoint on a GPU\n\nMedians of {args.repeats} repeats; {torch.cuda.get_device_name()}, "
+                f"torch {torch.__version__}; disk: {where}. One process, {TENSORS} float32 tensors.")
+    for gib, gib_rows in rows.items():
+        markdown += f"\n\n{gib:g} GiB:\n\n" + table(HEADERS, gib_rows)
+    print(markdown)
+    command = (f"python benchmarks/checkpoint_gpu.py --gib {' '.join(f'{g:g}' for g in args.gib)} "
+               f"--repeats {args.repeats}")
+    data = {"filesystem": where, "rows": {f"{gib:g} GiB": gib_rows for gib, gib_rows in rows.items()}}
+    write_report("checkpoint_gpu", command, markdown, data, record=args.record)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ Cases: (a) 1 GiB in 64 float32 tensors (2048x2048, split by rows over the ranks)
 of 1 KiB (10k per rank); (c) a mix: 16 split tensors of 8 MiB, 16 replicated of 4 MiB, 500
 replicated of 4 KiB, a scalar. Checksums are on (they always are). The scratch directory is a
 temp dir under reports/runs/ (the repo's disk, not tmpfs); its filesystem is reported. Loads are
-cold: each rank drops the files' cached pages (posix_fadvise) before loading. Where CUDA is
-available, the GPU rows of checkpoint_gpu.py follow (async_save's blocking time per GB of CUDA
-tensors next to a plain pinned device-to-host copy)."""
+cold: each rank drops the files' cached pages (posix_fadvise) before loading. The GPU rows
+(async_save's blocking time per GB of CUDA tensors) are checkpoint_gpu.py's, a section of their own:
+a GPU machine is rarely the machine these rows are measured on."""
 
 from __future__ import annotations
 
@@ -22,10 +22,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_gpu import HEADERS as GPU_HEADERS
-from checkpoint_gpu import gpu_rows
-
-from common import RUNS, add_record_flag, table, write_report
+from common import RUNS, add_record_flag, filesystem, table, write_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checkpoint_worker.py")
@@ -40,17 +37,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def filesystem(path: str) -> str:
-    """'ext4 on /dev/vda (mounted at /)': the mount holding ``path`` (longest matching mount point)."""
-    path, best = os.path.realpath(path), ("?", "?", "?")
-    with open("/proc/mounts") as f:
-        for line in f:
-            device, mount, fstype = line.split()[:3]
-            if (path == mount or path.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best[1]):
-                best = (device, mount, fstype)
-    return f"{best[2]} on {best[0]} (mounted at {best[1]})"
 
 
 def run(scratch: str, repeats: int, cases: list[str]) -> list[dict]:
@@ -122,7 +108,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="checkpoint_vs_dcp-", dir=args.scratch or RUNS) as scratch:
         where = filesystem(scratch)
         ranks = run(scratch, args.repeats, cases)
-        gpu = gpu_rows(scratch, args.repeats)
     load_end = os.getloadavg()[0]
     medians = {case: summarize(ranks, case) for case in cases}
     rows = [row for case in cases for row in rows_for(case, medians[case])]
@@ -144,8 +129,6 @@ def main() -> None:
                      + "\n\nEach rank's 1024 x 2048 float32 chunk is stored as 512 x 512 tiles (1 MiB, each with "
                      "its own checksum), so a load by columns reads and verifies only the tiles of its half of "
                      "the columns; DCP's format must read whole chunks.")
-    markdown += ("\n\nGPU rows, one process, 1 GiB of CUDA tensors:\n\n" + table(GPU_HEADERS, gpu) if gpu else
-                 "\n\nGPU rows (async_save blocking time vs a pinned device-to-host copy): not run, no CUDA here.")
     print(markdown)
     command = f"python benchmarks/checkpoint_vs_dcp.py --repeats {args.repeats}" + (
         f" --cases {args.cases}" if args.cases != "a,b,c" else "")

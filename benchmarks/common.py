@@ -47,6 +47,17 @@ def machine() -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
+def filesystem(path: str) -> str:
+    """'ext4 on /dev/vda (mounted at /)': the mount holding ``path`` (longest matching mount point)."""
+    path, best = os.path.realpath(path), ("?", "?", "?")
+    with open("/proc/mounts") as f:
+        for line in f:
+            device, mount, fstype = line.split()[:3]
+            if (path == mount or path.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best[1]):
+                best = (device, mount, fstype)
+    return f"{best[2]} on {best[0]} (mounted at {best[1]})"
+
+
 def write_report(name: str, command: str, markdown: str, data: dict[str, Any], record: bool = False) -> None:
     """Save JSON results in reports/runs/; with ``record``, in reports/ instead and replace this
     benchmark's section of reports/BENCHMARKS.md (the committed summaries)."""
