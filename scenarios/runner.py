@@ -44,6 +44,19 @@ class Task:
     def is_job(self) -> bool:
         return ":" in self.scenario
 
+    def weight(self) -> int:
+        """What the search should cost, relatively: its examples, seven times over when its ranks
+        are processes (a rank process's start and requests cost ~7x a greenlet's: BENCHMARKS.md,
+        carriers). Only an order for the workers, never a budget."""
+        if self.is_job:
+            examples, carrier = self.examples or 100, self.carrier or "process"
+        else:
+            from .registry import get
+
+            sc = get(self.scenario)
+            examples, carrier = self.examples or sc.max_examples, self.carrier or sc.carrier
+        return examples * (7 if carrier == "process" else 1)
+
 
 def load_callable(spec: str) -> Callable[..., Any]:
     """'package.module:function' or 'path/to/file.py:function' (the current directory is importable)."""
@@ -141,14 +154,16 @@ def _read_local_constants() -> None:
 
 
 def run_tasks(tasks: list[Task], jobs: int) -> Iterator[tuple[int, ScenarioOutcome]]:
-    """(index, outcome) of every task as it finishes; ``jobs`` worker processes (1: here)."""
+    """(index, outcome) of every task as it finishes; ``jobs`` worker processes (1: here), which
+    take the heaviest searches first (Task.weight) so that no long one starts last and runs alone."""
     if jobs <= 1:
         for index, task in enumerate(tasks):
             yield index, run_task(task)
         return
     os.environ["PYTHONHASHSEED"] = "0"  # the workers hash str as every other run does
+    heaviest_first = sorted(range(len(tasks)), key=lambda index: -tasks[index].weight())
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(run_task, task): index for index, task in enumerate(tasks)}
+        futures = {pool.submit(run_task, tasks[index]): index for index in heaviest_first}
         try:
             for future in as_completed(futures):
                 yield futures[future], future.result()

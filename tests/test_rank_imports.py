@@ -109,3 +109,22 @@ def test_a_finder_a_rank_installs_cannot_write_the_real_disk(modules: Path, tmp_
     assert result.ok, result.summary()
     assert result.returns[0] == "EROFS"
     assert not canary.exists()
+
+
+def test_a_long_import_is_progress_for_the_watchdog(modules: Path) -> None:
+    """A rank process makes the import system's reads itself, without asking the host; every few
+    hundred it still tells the host, so an import that takes longer than the watchdog (its module
+    bodies asking the simulation nothing) is not taken for a rank stuck outside simfs."""
+    count = 500
+    for i in range(count):  # each body spins ~2 ms of real time and makes no simulated call
+        (modules / f"rankmod_slow{i}.py").write_text("for _ in range(60_000):\n    pass\n")
+
+    def job() -> int:
+        for i in range(count):
+            importlib.import_module(f"rankmod_slow{i}")
+        return count
+
+    watchdog = 0.5
+    result = simfs.Cluster(nodes=1, ranks_per_node=1, profile="local", watchdog=watchdog).run(job)
+    assert result.ok, result.summary()
+    assert result.returns[0] == count and result.wall_time > watchdog

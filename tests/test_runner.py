@@ -49,3 +49,14 @@ def test_shards_cover_every_task_once() -> None:
     parts = [shard(TASKS, f"{k}/3") for k in (1, 2, 3)]
     assert sorted((t.scenario, t.profile) for part in parts for t in part) == \
         sorted((t.scenario, t.profile) for t in TASKS)
+
+
+def test_workers_take_the_heaviest_searches_first() -> None:
+    """A search on rank processes costs several times one on greenlets of as many examples, so
+    it weighs more; a larger budget weighs more; a job's ranks are processes unless told."""
+    greenlet_scenario = Task("makedirs-once", "nfs")
+    process_scenario = Task("download-cache-flock", "nfs")
+    assert process_scenario.weight() > greenlet_scenario.weight()
+    assert Task("makedirs-once", "nfs", examples=400).weight() > greenlet_scenario.weight()
+    assert Task("mod:job", "nfs").weight() > Task("mod:job", "nfs", carrier="greenlet").weight()
+    assert Task("download-cache-flock", "nfs", carrier="greenlet").weight() < process_scenario.weight()

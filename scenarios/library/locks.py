@@ -15,6 +15,11 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import IO
 
+# imported with the library, so that a search's rank processes are forked with it (importing it in
+# every rank was a third of this scenario's search time); its import-time state serves FileLock
+# (flock) unchanged: the fork state it resets in each forked rank, and a boot id that only
+# SoftFileLock's stale-lock checks read
+import filelock
 import torch.distributed as dist
 
 import coord
@@ -123,8 +128,6 @@ def hub_style_cache() -> None:
     filelock.FileLock is flock: on BeeGFS and gcsfuse ranks of two nodes hold it at once, append
     to the same .incomplete file and move it (FileNotFoundError, SameFileError, a doubled blob
     or, on the object store, ESTALE)."""
-    import filelock  # a test dependency of simfs, not a requirement of importing the library
-
     coord.makedirs_once(BLOBS)
     if not os.path.exists(BLOB):
         with filelock.FileLock(BLOB + ".lock"):

@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from ..waitqueue import WaitQueue
 
 Ask = Callable[..., Any]  # ask(op, *args, **kwargs): the host's answer (or its exception, raised)
+# what the import system asks of the machine (seen: stat and listdir; the rest as importlib's and
+# setuptools' finders may). The host answers each LOCAL when it comes from the import system
+# (Machine.is_real and imports_here: ReadOnRank), so the rank makes them without asking
+IMPORT_READS = frozenset({"stat", "lstat", "listdir", "scandir", "access", "readlink", "getcwd", "getcwdb"})
+# the import system's reads between two signs of progress to the host, whose watchdog kills a rank
+# process that asks nothing for a minute (a long import is progress)
+PROGRESS_EVERY = 256
 class _Local:
     """The host's answer for a call on the real machine: make it here (compared by identity: a
     system call may well return the string "local")."""
@@ -148,6 +155,7 @@ class RemoteSyscalls:
         self.local = local
         self.proc = local.proc
         self.machine = machine
+        self._import_reads = 0
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.local, name)
@@ -155,8 +163,12 @@ class RemoteSyscalls:
             return method
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            if args and type(args[0]) is int and 0 <= args[0] < FD_BASE:
-                return method(*args, **kwargs)  # a real descriptor of this process
+            if args and type(args[0]) is int:
+                if 0 <= args[0] < FD_BASE:
+                    return method(*args, **kwargs)  # a real descriptor of this process
+            elif name in IMPORT_READS and from_import_system():
+                self._import_read()
+                return method(*args, **kwargs)
             answer = self._ask("sys", name, tuple(_plain(a) for a in args),
                                {k: _plain(v) for k, v in kwargs.items()}, from_import_system(), self.proc.umask)
             if answer is LOCAL:
@@ -170,6 +182,11 @@ class RemoteSyscalls:
         call.__name__ = name
         setattr(self, name, call)  # made once per name: the next call finds it without __getattr__
         return call
+
+    def _import_read(self) -> None:
+        self._import_reads += 1
+        if self._import_reads % PROGRESS_EVERY == 0:
+            self._ask("progress")
 
     def _abs(self, path: Any, dir_fd: int | None = None) -> tuple[str, bool]:
         return self.local._abs(path, dir_fd)

@@ -40,6 +40,7 @@ class ProcessRequests:
             "sys": self.sys, "check_fd": self.check_fd, "elapse": self.elapse, "block": self.block,
             "notify_all": self.notify_all, "note": self.note, "alive": self.alive, "signal": self.signal,
             "disposition": self.disposition, "exit": self.exit, "spawn": self.spawn, "busy_threads": self.busy_threads,
+            "progress": self.progress,
         }
 
     def sys(self, rank: RankProcess, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], importing: bool,
@@ -55,6 +56,10 @@ class ProcessRequests:
         if isinstance(value, ScandirIterator):
             return [(e.name, e.path, e.inode(), e._kind) for e in value]
         return value
+
+    def progress(self, rank: RankProcess) -> None:
+        """Nothing to do: the rank's import system read the real disk (remote.IMPORT_READS), and
+        the request itself is the watchdog's sign of progress."""
 
     def check_fd(self, rank: RankProcess, fd: Any) -> None:
         rank.proc.sys._fd(fd)
