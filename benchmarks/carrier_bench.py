@@ -1,5 +1,6 @@
-"""Carriers side by side: ranks as greenlets of the caller's process ("greenlet") and ranks as
-forked, kernel-confined OS processes ("process"), in one run.
+"""Carriers side by side: ranks as greenlets of one process ("greenlet": measured in this process,
+isolate=False, as a search's confined child runs them) and ranks as forked, kernel-confined OS
+processes ("process"), in one run.
 
   python benchmarks/carrier_bench.py [--repeats 5] [--record]
 
@@ -48,7 +49,7 @@ def mixed_ops(n: int) -> int:
 
 def start_cost(carrier: str) -> float:
     """Milliseconds per rank of an empty 8-rank run (a fresh cluster each time)."""
-    cluster = simfs.Cluster(*TOPOLOGY, carrier=carrier)
+    cluster = simfs.Cluster(*TOPOLOGY, carrier=carrier, isolate=False)
     cluster.run(empty)  # warm: the first process run imports torch for its ranks
     seconds, result = timed(lambda: cluster.run(empty))
     assert not result.errors, result.tracebacks
@@ -56,7 +57,7 @@ def start_cost(carrier: str) -> float:
 
 
 def ops_per_second(carrier: str) -> float:
-    cluster = simfs.Cluster(*TOPOLOGY, carrier=carrier)
+    cluster = simfs.Cluster(*TOPOLOGY, carrier=carrier, isolate=False)
     seconds, result = timed(lambda: cluster.run(mixed_ops, OPS))
     assert not result.errors, result.tracebacks
     return result.ops / seconds

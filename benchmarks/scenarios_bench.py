@@ -154,9 +154,10 @@ def plain_crash(rng: random.Random, s: Scenario, ops: list[int], has_server: boo
 
 def plain_run_fails(s: Scenario, profile: str, seed: int, ops: list[int] | None, has_server: bool) -> bool:
     """One run of a plain seed loop (then ``recover`` on the restarted cluster): does it fail
-    the property explore checks? ``ops``: crash the run at a seeded-random operation."""
+    the property explore checks? ``ops``: crash the run at a seeded-random operation. Greenlet
+    ranks run in this process (isolate=False), as in a search's child: the library's own code."""
     cluster = simfs.Cluster(nodes=s.nodes, ranks_per_node=s.ranks_per_node, profile=profile, seed=seed,
-                            carrier=s.carrier)
+                            carrier=s.carrier, isolate=False)
     faults: list[Fault] = []
     crash: Fault | None = None
     if ops is not None:
@@ -186,7 +187,7 @@ def plain_loop(s: Scenario, profile: str, start: int, cap: int, crashes: bool) -
     has_server = False
     if crashes:
         reference = simfs.Cluster(nodes=s.nodes, ranks_per_node=s.ranks_per_node, profile=profile, seed=start,
-                                  carrier=s.carrier)
+                                  carrier=s.carrier, isolate=False)
         has_server = any(m.host is None for m in reference.fs.shared)
         ops = list(reference.run(s.job).node_ops)
     for n in range(cap):

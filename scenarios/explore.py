@@ -222,9 +222,24 @@ def _hypothesis(search: _Search, max_examples: int, seed: int, explain: bool) ->
 
 def replay(text: str, job: Callable[[], Any] | None = None, *, recover: Callable[[], Any] | None = None,
            check: Check | None = None) -> Finding:
-    """Run a finding's example again: the same failure and the same trace."""
-    start = time.perf_counter()
+    """Run a finding's example again: the same failure and the same trace. Greenlet ranks replay in
+    a confined child (simfs.isolated), as their search ran; rank processes confine themselves."""
     target, example, mismatch = replaying.decode(text, job, recover, check)
+    if target.carrier == "greenlet":
+        found: Finding = simfs.isolated(_detached_replay, target, example, mismatch, watchdog=target.watchdog)
+        return replace(found, target=target)
+    return _replay(target, example, mismatch)
+
+
+def _replay(target: Target, example: Example, mismatch: str) -> Finding:
+    start = time.perf_counter()
     execution = execute(target, example)
     return finding_of(target, example, execution, examples=1, wall=time.perf_counter() - start, found_at=1,
                       notes=[mismatch] if mismatch else [])
+
+
+def _detached_replay(target: Target, example: Example, mismatch: str) -> Finding:
+    """The replay in simfs.isolated's child; its finding goes back without the target (see
+    _detached_search)."""
+    found = _replay(target, example, mismatch)
+    return replace(found, target=replace(target, job=_detached, recover=None, check=None))

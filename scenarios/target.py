@@ -30,8 +30,11 @@ class Target:
         return self.nodes * self.ranks_per_node
 
     def cluster(self) -> simfs.Cluster:
+        """A new cluster for one example. Greenlet ranks run in this process (isolate=False): the
+        search is where explore put it, a confined child, or the caller's process by its choice
+        (explore's isolate=False), and an example's restart runs on the same cluster."""
         return simfs.Cluster(nodes=self.nodes, ranks_per_node=self.ranks_per_node, profile=self.profile,
-                             carrier=self.carrier, watchdog=self.watchdog)
+                             carrier=self.carrier, watchdog=self.watchdog, isolate=False)
 
     def describe(self) -> str:
         carried = ", each rank a process" if self.carrier == "process" else ", ranks as greenlets of one process"

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import checks
 from .choices import ChoiceSource, RecordingChoices, ReplayChoices, SeededChoices, as_choice_source, derive_seed
-from .errors import ConfigError, invalid
+from .errors import ConfigError, SimfsError, invalid
 from .faults import CrashNode, CrashServer, EvictClient, Fault, SlowRank, fault_from_dict, fault_to_dict
 from .fs.filesystems import Filesystems
 from .profiles import Profile, get
@@ -32,6 +32,7 @@ from .runtime.hostguard import HostGuard
 from .runtime.hostpaths import host_paths
 from .runtime.marshal import Marshal
 from .runtime.run import Run, Settings
+from .supervise import in_isolated_child, isolated
 
 _WHERE = "Cluster"
 # Virtual seconds between a run that crashed and the next run (the restarted job): the NFSv4
@@ -40,9 +41,10 @@ _WHERE = "Cluster"
 # longer. Survivors' caches age by it, as they would.
 RESTART_GAP = 90.0
 # how ranks are carried: "process" (the default: each an OS process of its own, confined by the
-# kernel, as on a real cluster) or "greenlet" (all in the caller's process, sharing its modules,
-# generators and C++ state; ~12x faster per search example, for code that keeps no per-process state):
-# docs/architecture.md, "The process carrier"
+# kernel, as on a real cluster) or "greenlet" (all in one process, sharing its modules, generators
+# and C++ state; ~12x faster per search example, for code that keeps no per-process state; that
+# process is a confined child of the caller's unless isolate=False): docs/architecture.md, "The
+# process carrier"
 CARRIERS = ("greenlet", "process")
 
 
@@ -52,8 +54,12 @@ class Cluster:
     ``profile`` is the shared mount's profile (``mounts`` maps several mount points to
     profiles); every other path is private to its node. ``seed`` fixes every decision.
     ``carrier="process"`` (the default) runs each rank as an OS process confined by the kernel;
-    ``"greenlet"`` runs every rank as a greenlet of the caller's process (faster; its ranks share
-    the caller's modules, generators and C++ state, and the caller runs their code).
+    ``"greenlet"`` runs every rank as a greenlet of one process, sharing its modules, generators
+    and C++ state (faster). That process is a forked child of the caller's, confined by the kernel
+    (simfs.isolated), which keeps the cluster's filesystems: such a cluster runs once (a restart
+    needs ``carrier="process"``, or the whole sequence under simfs.isolated). ``isolate=False``
+    runs greenlet ranks in the caller's own process, unconfined, for code you trust (simfs's own
+    filesystem-model tests): their objects are the caller's, and a cluster runs any number of times.
     """
 
     def __init__(self, nodes: int = 1, ranks_per_node: int = 1, profile: str | Profile = "nfs", seed: int = 0,
@@ -62,7 +68,7 @@ class Cluster:
                  collective_timeout: float = DEFAULT_TIMEOUT, collective_latency: float = 5e-5,
                  collective_bandwidth: float = 1e10, dist_initialized: bool = True,
                  env: dict[str, str] | None = None, time_limit: float = 30 * 86400.0,
-                 restart_gap: float = RESTART_GAP, carrier: str = "process") -> None:
+                 restart_gap: float = RESTART_GAP, carrier: str = "process", isolate: bool = True) -> None:
         checks.count(_WHERE, "nodes", nodes, 1, checks.MAX_NODES)
         checks.count(_WHERE, "ranks_per_node", ranks_per_node, 1, checks.MAX_RANKS)
         if nodes * ranks_per_node > checks.MAX_RANKS:
@@ -72,6 +78,9 @@ class Cluster:
             raise invalid(_WHERE, "dist_initialized", "a bool", dist_initialized)
         if carrier not in CARRIERS:
             raise invalid(_WHERE, "carrier", f"one of {', '.join(map(repr, CARRIERS))}", carrier)
+        if not isinstance(isolate, bool):
+            raise invalid(_WHERE, "isolate", "a bool", isolate)
+        self.isolate = isolate
         self.profiles = self._mount_profiles(profile, mounts)
         self.local_profile = get(local_profile)
         self.settings = Settings(
@@ -90,6 +99,7 @@ class Cluster:
         self.fs = Filesystems(nodes, self.profiles, self.local_profile)
         self.runs = 0
         self._restarting = False  # the last run crashed a node or a server
+        self._kept_by_child = False  # an isolated greenlet run kept the filesystems (see run())
 
     # settings, as attributes
     nodes = property(lambda self: self.settings.nodes)
@@ -135,6 +145,7 @@ class Cluster:
         """Between runs: every storage server and every node lose power now, as after a job
         that ended without syncing. The next run is the restarted job. Returns what each disk
         kept, in words."""
+        self._check_state_here("power_loss")
         self.fs.choices.source = SeededChoices(derive_seed(self.seed, "power loss", self.runs))
         try:
             said = [f"{mount.path}: {self.fs.crash_disk(mount)}" for mount in self.fs.shared if mount.host is None]
@@ -152,6 +163,32 @@ class Cluster:
         for this run, ``choices`` (a ChoiceSource or Hypothesis data) replaces the seed."""
         if not callable(job):
             raise invalid("Cluster.run", "job", "a callable", job)
+        self._check_state_here("run")
+        if self.settings.carrier == "greenlet" and self.isolate and not in_isolated_child():
+            return self._run_isolated(job, args, kwargs, faults, choices)
+        return self._run_here(job, args, kwargs, faults, choices)
+
+    def _run_isolated(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                      faults: Iterable[Fault] | None, choices: Any) -> Result:
+        """The greenlet ranks in a confined child (simfs.isolated), which keeps what the run did to
+        the filesystems: this cluster's own copy is the one before the run."""
+        if choices is not None and getattr(as_choice_source(choices), "thread_bound", False):
+            raise ConfigError("Cluster.run: Hypothesis data draws in this process, but greenlet ranks run in a "
+                              "confined child (isolate=True); search with scenarios.explore, or pass isolate=False "
+                              "for code you trust")
+        self._kept_by_child = True
+        result: Result = isolated(self._run_here, job, args, kwargs, faults, choices, watchdog=self.watchdog)
+        return result
+
+    def _check_state_here(self, what: str) -> None:
+        if self._kept_by_child:
+            raise SimfsError(f"Cluster.{what}: this cluster's greenlet run happened in a confined child, which kept "
+                             "its filesystems; a cluster that runs again (a restart, a power loss) needs "
+                             "carrier='process', isolate=False (code you trust), or the whole sequence in one "
+                             "simfs.isolated call")
+
+    def _run_here(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                  faults: Iterable[Fault] | None, choices: Any) -> Result:
         from ._intercept import install
 
         guard = HostGuard()  # before install(): what it imports and patches in builtins is undone after

@@ -26,6 +26,7 @@ from .confinement import Confinement, announce, confine
 from .errors import SimfsError
 
 _BEAT = struct.Struct("d")
+_in_child = [False]  # this process is an isolated child (what it starts inherits it)
 _STACKS = signal.SIGUSR2
 _GRACE = 2.0  # seconds a stuck child gets to write its stacks before it is killed
 
@@ -83,8 +84,15 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwarg
     return value
 
 
+def in_isolated_child() -> bool:
+    """Whether this process is simfs.isolated's child (or was forked from one): disposable and
+    confined, so what runs here cannot change the caller."""
+    return _in_child[0]
+
+
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], beat: mmap.mmap,
            stacks_fd: int, out: int) -> None:
+    _in_child[0] = True
     code = 0
     confinement: Confinement | None = None
     try:

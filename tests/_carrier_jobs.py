@@ -35,6 +35,18 @@ def abort() -> str:
     return "survived"
 
 
+def native_write() -> str:
+    """SQLite opens an attached database in C, past every Python-level hook."""
+    import sqlite3
+
+    try:
+        sqlite3.connect(":memory:").execute(f"ATTACH DATABASE '{CANARY}.db' AS escaped").execute(
+            "CREATE TABLE escaped.t (x)")
+    except sqlite3.Error as exc:
+        return str(exc)
+    return "attached"
+
+
 def escape_attempts() -> dict[str, Any]:
     """Reach the real machine past simfs's Python-level routing: libc through ctypes, a raw
     socket through libc, and torch's C++ archive writer to a real path."""

@@ -3,7 +3,7 @@ profiles they run on, and a check that a run succeeded on every rank."""
 
 from __future__ import annotations
 
-from conftest import MODEL_CARRIER
+from conftest import MODEL
 
 import simfs
 
@@ -17,7 +17,7 @@ PROFILES = {"local": "local", "nfs": "nfs", "nfs_lag": NFS_LAG, "lustre": "lustr
 def cluster(profile, seed: int = 0, faults=(), nodes: int = NODES, rpn: int = RPN) -> simfs.Cluster:
     """A cluster on ``profile`` (a name in PROFILES, a built-in name or a Profile)."""
     chosen = PROFILES.get(profile, profile) if isinstance(profile, str) else profile
-    return simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=chosen, seed=seed, carrier=MODEL_CARRIER,
+    return simfs.Cluster(nodes=nodes, ranks_per_node=rpn, profile=chosen, seed=seed, **MODEL,
                          faults=faults)
 
 

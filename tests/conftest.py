@@ -27,6 +27,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 # which runs in the host on either carrier: greenlet ranks check it several times faster than rank
 # processes (reports/BENCHMARKS.md, carriers); the process carrier has tests of its own
 MODEL_CARRIER = "greenlet"
+# ...and how their clusters run: greenlet ranks in the test's own process (simfs's own code, trusted:
+# the jobs share the test's objects, and a cluster runs again after a crash)
+MODEL = {"carrier": MODEL_CARRIER, "isolate": False}
 
 
 # -- tests that need something outside Python ----------------------------------------------------

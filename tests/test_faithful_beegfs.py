@@ -13,7 +13,7 @@ import time
 
 import pytest
 import torch.distributed as dist
-from conftest import MODEL_CARRIER
+from conftest import MODEL
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_semantics import dirty_job  # node 0 writes without closing, node 1 reads
@@ -27,7 +27,7 @@ SEEDS = range(20)
 
 
 def _run(profile, job, *args, rpn: int = 2, seed: int = 0, choices=None) -> simfs.Result:
-    return simfs.Cluster(nodes=2, ranks_per_node=rpn, profile=profile, seed=seed, carrier=MODEL_CARRIER).run(
+    return simfs.Cluster(nodes=2, ranks_per_node=rpn, profile=profile, seed=seed, **MODEL).run(
         job, *args, choices=choices)
 
 

@@ -14,7 +14,7 @@ import errno
 import os
 
 import pytest
-from conftest import MODEL_CARRIER
+from conftest import MODEL
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +30,7 @@ def _profile(name: str, capacity: float) -> simfs.Profile:
 
 
 def _cluster(profile, faults=(), nodes: int = 1) -> simfs.Cluster:
-    return simfs.Cluster(nodes=nodes, ranks_per_node=1, profile=profile, seed=0, carrier=MODEL_CARRIER,
+    return simfs.Cluster(nodes=nodes, ranks_per_node=1, profile=profile, seed=0, **MODEL,
                          faults=list(faults))
 
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 import torch.distributed as dist
-from conftest import MODEL_CARRIER
+from conftest import MODEL
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +27,7 @@ F = "/shared/f"
 
 
 def _run(profile, job, *args, rpn: int = 1, seed: int = 0, choices=None) -> simfs.Result:
-    return simfs.Cluster(nodes=2, ranks_per_node=rpn, profile=profile, seed=seed, carrier=MODEL_CARRIER).run(
+    return simfs.Cluster(nodes=2, ranks_per_node=rpn, profile=profile, seed=seed, **MODEL).run(
         job, *args, choices=choices)
 
 

@@ -175,8 +175,10 @@ class Env:
 
     def run(self, job: Callable[..., Any], *args: Any, rpn: int = 1,
             carrier: str = "greenlet") -> tuple[simfs.Result | None, list[str]]:
-        """``job(*args)`` on a fresh one-node cluster with the host watched, then the following runs."""
-        cluster = simfs.Cluster(nodes=1, ranks_per_node=rpn, seed=0, watchdog=5, carrier=carrier)
+        """``job(*args)`` on a fresh one-node cluster with the host watched, then the following runs.
+        Greenlet ranks run in this process (isolate=False): what is checked is simfs's Python-level
+        routing, which their confined child (the default) relies on for what it simulates."""
+        cluster = simfs.Cluster(nodes=1, ranks_per_node=rpn, seed=0, watchdog=5, carrier=carrier, isolate=False)
         result = None
         with self.host.watch() as problems:
             try:
@@ -1352,7 +1354,7 @@ def test_resource_rewriting_a_large_file_without_fsync_stays_bounded() -> None:
                 with open("/shared/big", "wb") as f:
                     f.write(data)
             return os.path.getsize("/shared/big")
-        report(run=summary(simfs.Cluster(carrier="greenlet").run(rewrite)))  # the model's memory, in one process
+        report(run=summary(simfs.Cluster(carrier="greenlet", isolate=False).run(rewrite)))  # the model, in one process
         """)
     wrapper = ("import resource, subprocess, sys\n"
                "done = subprocess.run([sys.executable, '-c', sys.argv[1]], capture_output=True, text=True)\n"

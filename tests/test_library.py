@@ -36,8 +36,10 @@ def _pairs(verdict: str, crashes: bool) -> list[tuple[str, str]]:
 
 
 def _cluster(sc: Scenario, profile: str, seed: int, faults: list[simfs.faults.Fault]) -> simfs.Cluster:
+    """On the scenario's carrier; greenlet ranks in this process (the library is simfs's own code,
+    and the restarted job runs on the same cluster)."""
     return simfs.Cluster(nodes=sc.nodes, ranks_per_node=sc.ranks_per_node, profile=profile, seed=seed, faults=faults,
-                         carrier=sc.carrier)
+                         carrier=sc.carrier, isolate=False)
 
 
 def _causes(result: simfs.Result) -> list[BaseException]:

@@ -48,13 +48,14 @@ def listener() -> Iterator[socket.socket]:
 
 
 def host(job: str, canary: Path, *, port: int = 0, ranks: int = 2, watchdog: float = 60.0,
-         env: dict[str, str] | None = None, then: str = "") -> dict[str, Any]:
-    """Run ``_carrier_jobs.<job>`` on a 1-node cluster of process ranks in a fresh Python: the
-    host's exit status, and what it printed of the result (JSON), checked after it exited."""
+         env: dict[str, str] | None = None, then: str = "", carrier: str = "process") -> dict[str, Any]:
+    """Run ``_carrier_jobs.<job>`` on a 1-node cluster of process ranks (or greenlet ranks, in
+    their confined child) in a fresh Python: the host's exit status, and what it printed of the
+    result (JSON), checked after it exited."""
     script = textwrap.dedent(f"""
         import json, sys
         import simfs, _carrier_jobs
-        result = simfs.Cluster(1, {ranks}, carrier="process", watchdog={watchdog}).run(_carrier_jobs.{job})
+        result = simfs.Cluster(1, {ranks}, carrier={carrier!r}, watchdog={watchdog}).run(_carrier_jobs.{job})
         errors = {{r: [type(e).__name__, str(e)] for r, e in result.errors.items()}}
         out = {{"returns": result.returns, "errors": errors, "tracebacks": result.tracebacks}}
         {then}
@@ -100,14 +101,25 @@ def test_the_kernel_refuses_what_python_routing_misses(canary: Path, listener: s
         listener.accept()
 
 
-def test_what_a_rank_leaves_behind_is_gone_with_its_process(canary: Path) -> None:
+def test_greenlet_ranks_run_in_a_confined_child(canary: Path) -> None:
+    """Greenlet ranks (isolate=True, the default) run in a forked child that confines itself: C code
+    that opens a real path past every Python-level hook (SQLite's ATTACH) is refused by the kernel,
+    and the job's exception class arrives as a RankError, as from rank processes."""
+    out = host("native_write", canary, ranks=1, carrier="greenlet")
+    assert out["returns"] == {"0": f"unable to open database: {canary}.db"}
+    assert not Path(f"{canary}.db").exists()
+
+
+@pytest.mark.parametrize("carrier", simfs.cluster.CARRIERS)
+def test_what_a_rank_leaves_behind_is_gone_with_its_process(canary: Path, carrier: str) -> None:
     then = """
         import os.path, gc, atexit
         out["host"] = [os.path.join("a", "b"), sys.modules.get("json") is json, len(gc.callbacks),
                        "_simfs_test_holder" in sys.modules]
         gc.collect()
     """
-    out = host("leave_things_behind", canary, then=textwrap.indent(textwrap.dedent(then), "        ").strip())
+    out = host("leave_things_behind", canary, then=textwrap.indent(textwrap.dedent(then), "        ").strip(),
+               carrier=carrier)
     assert out["returns"] == {"0": "left", "1": "left"}
     assert out["host"][:2] == ["a/b", True] and out["host"][3] is False
     assert not canary.exists()

@@ -524,7 +524,7 @@ def test_threads_of_a_finished_run_can_be_joined_from_outside() -> None:
         t.join()
         return t
 
-    result = simfs.Cluster(seed=0, carrier="greenlet").run(job)  # a rank process's thread stays there
+    result = simfs.Cluster(seed=0, carrier="greenlet", isolate=False).run(job)  # the thread object is here
     thread = result.returns[0]
     assert not thread.is_alive()
     thread.join(timeout=1)  # must return at once, like joining any finished thread
@@ -691,13 +691,13 @@ def failing_job() -> int:
     return rank
 
 
-@pytest.mark.parametrize("carrier", simfs.cluster.CARRIERS)
-def test_rank_exception_and_user_traceback(carrier: str) -> None:
-    result = simfs.Cluster(nodes=1, ranks_per_node=3, seed=0, carrier=carrier).run(failing_job)
+@pytest.mark.parametrize(("carrier", "isolate"), [("process", True), ("greenlet", True), ("greenlet", False)])
+def test_rank_exception_and_user_traceback(carrier: str, isolate: bool) -> None:
+    result = simfs.Cluster(nodes=1, ranks_per_node=3, seed=0, carrier=carrier, isolate=isolate).run(failing_job)
     assert not result.ok
     assert result.returns == {0: 0}
     assert set(result.errors) == {1, 2}
-    if carrier == "greenlet":
+    if not isolate:  # greenlet ranks in this process: the job's own exception
         assert isinstance(result.errors[1], JobFailure) and str(result.errors[1]) == "rank 1 failed"
     else:  # the host does not load a class of the job's own
         error = result.errors[1]

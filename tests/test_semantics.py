@@ -15,7 +15,7 @@ import time
 
 import pytest
 import torch.distributed as dist
-from conftest import MODEL_CARRIER
+from conftest import MODEL
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +32,7 @@ COHERENT = ("local", "lustre")
 
 def _cluster(profile, seed: int = 0, ranks_per_node: int = 1, **kwargs) -> simfs.Cluster:
     return simfs.Cluster(nodes=2, ranks_per_node=ranks_per_node, profile=profile, seed=seed,
-                         carrier=MODEL_CARRIER, **kwargs)
+                         **MODEL, **kwargs)
 
 
 def _run_ok(cluster: simfs.Cluster, job, *args, **kwargs) -> dict:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch.distributed as dist
-from conftest import MODEL_CARRIER
+from conftest import MODEL
 
 import simfs
 
@@ -22,7 +22,7 @@ PAYLOAD = b"payload"
 
 
 def _cluster(profile, seed: int = 0) -> simfs.Cluster:
-    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, carrier=MODEL_CARRIER)
+    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, **MODEL)
 
 
 def _run_ok(cluster: simfs.Cluster, job, *args) -> dict:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 import torch.distributed as dist
-from conftest import MODEL_CARRIER
+from conftest import MODEL
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +25,7 @@ RENAME_AT = 10.0
 
 
 def _cluster(profile, seed: int = 0, **kwargs) -> simfs.Cluster:
-    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, carrier=MODEL_CARRIER, **kwargs)
+    return simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=seed, **MODEL, **kwargs)
 
 
 def _run_ok(cluster: simfs.Cluster, job, *args, **kwargs) -> dict:

@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 import torch.distributed as dist
-from conftest import MODEL_CARRIER
+from conftest import MODEL
 
 import simfs
 
@@ -74,7 +74,7 @@ def _read(path: str) -> bytes:
 
 def _sim(job: Callable[..., Any], *args: Any, seed: int = 0) -> dict:
     """Run ``job`` on 2 simulated nodes (one rank each) on the ``nfs`` profile; node 1's return."""
-    result = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=seed, carrier=MODEL_CARRIER).run(job, *args)
+    result = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=seed, **MODEL).run(job, *args)
     assert result.ok, result.summary()
     return result.returns[1]
 
