@@ -163,10 +163,14 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
 
 def _detached_search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
                      shrink_time: float, explain: bool) -> Finding:
-    """The search in simfs.isolated's child; its finding goes back without the target (the job
-    and check may be closures, which do not pickle: the caller puts its own target back)."""
-    found = _search(target, kinds, crashes, max_examples, seed, shrink_time, explain)
-    return replace(found, target=replace(target, job=_detached, recover=None, check=None))
+    """The search in simfs.isolated's child."""
+    return _without_callables(_search(target, kinds, crashes, max_examples, seed, shrink_time, explain))
+
+
+def _without_callables(found: Finding) -> Finding:
+    """A finding on its way back from simfs.isolated's child: its target without the job, recover
+    and check (closures do not pickle; the caller puts its own target back)."""
+    return replace(found, target=replace(found.target, job=_detached, recover=None, check=None))
 
 
 def _detached() -> None:
@@ -239,7 +243,5 @@ def _replay(target: Target, example: Example, mismatch: str) -> Finding:
 
 
 def _detached_replay(target: Target, example: Example, mismatch: str) -> Finding:
-    """The replay in simfs.isolated's child; its finding goes back without the target (see
-    _detached_search)."""
-    found = _replay(target, example, mismatch)
-    return replace(found, target=replace(target, job=_detached, recover=None, check=None))
+    """The replay in simfs.isolated's child."""
+    return _without_callables(_replay(target, example, mismatch))

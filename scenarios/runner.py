@@ -44,17 +44,20 @@ class Task:
     def is_job(self) -> bool:
         return ":" in self.scenario
 
+    def budget(self) -> tuple[int, str]:
+        """(examples, carrier): the task's own, else the scenario's (a job: 100, rank processes)."""
+        if self.is_job:
+            return self.examples or 100, self.carrier or "process"
+        from .registry import get
+
+        sc = get(self.scenario)
+        return self.examples or sc.max_examples, self.carrier or sc.carrier
+
     def weight(self) -> int:
         """What the search should cost, relatively: its examples, seven times over when its ranks
         are processes (a rank process's start and requests cost ~7x a greenlet's: BENCHMARKS.md,
         carriers). Only an order for the workers, never a budget."""
-        if self.is_job:
-            examples, carrier = self.examples or 100, self.carrier or "process"
-        else:
-            from .registry import get
-
-            sc = get(self.scenario)
-            examples, carrier = self.examples or sc.max_examples, self.carrier or sc.carrier
+        examples, carrier = self.budget()
         return examples * (7 if carrier == "process" else 1)
 
 
@@ -99,20 +102,20 @@ def _search(task: Task) -> ScenarioOutcome:
     from .registry import get
 
     start = time.perf_counter()
+    examples, carrier = task.budget()
     if task.is_job:
         job = load_callable(task.scenario)
         recover = load_callable(task.recover) if task.recover else None
         check = load_callable(task.check) if task.check else None
-        nodes, rpn, examples = task.nodes or 2, task.ranks_per_node or 2, task.examples or 100
+        nodes, rpn = task.nodes or 2, task.ranks_per_node or 2
         crashes: Any = task.crashes
         faults: Any = task.faults.split(",")
-        family, expected, carrier = "job", _PASS, task.carrier or "process"
+        family, expected = "job", _PASS
     else:
         sc = get(task.scenario)
         job, recover, check, crashes, faults = sc.job, sc.recover, sc.check, sc.crashes, sc.faults
         nodes, rpn = task.nodes or sc.nodes, task.ranks_per_node or sc.ranks_per_node
-        examples, family = task.examples or sc.max_examples, sc.family
-        expected, carrier = sc.expect.get(task.profile, _PASS), task.carrier or sc.carrier
+        family, expected = sc.family, sc.expect.get(task.profile, _PASS)
     finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn,
                       profile=load_profile(task.profile),
                       faults=faults, crashes=crashes, max_examples=examples, seed=task.seed, carrier=carrier,

@@ -49,6 +49,16 @@ def missing(thing: str, why: str) -> NoReturn:
     pytest.skip(message)
 
 
+@pytest.fixture
+def cuda_device() -> None:
+    """The GPU tests' precondition (``pytest.mark.usefixtures("cuda_device")``): a CUDA device.
+    CI has none; a GPU machine's run sets SIMFS_REQUIRE=cuda so that its absence fails them."""
+    import torch
+
+    if not torch.cuda.is_available():
+        missing("cuda", "no CUDA device here (CI has none)")
+
+
 # -- a real lagging network filesystem: two sshfs mounts of one directory over loopback --------
 
 SSHFS_CACHE = 2.0  # entry/attr/negative timeouts of the FUSE caches, seconds

@@ -18,7 +18,7 @@ import checkpoint
 from checkpoint import async_saver
 from checkpoint.manifest import Value
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("cuda_device")]
 
 
 def _cuda_state(seed: int, mib: int = 4, tensors: int = 4) -> dict:

@@ -11,7 +11,7 @@ from _checkpoint_cases import DTYPES, assert_same, make_tensor, raw
 import checkpoint
 from checkpoint import Sharded, Split
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("cuda_device")]
 
 
 def _state(device: str) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -12,11 +13,11 @@ import torch.distributed as dist
 
 import coord
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("cuda_device")]
 
 
 @pytest.fixture()
-def nccl_group(monkeypatch):
+def nccl_group(cuda_device: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -30,6 +30,8 @@ IMPORT_READS = frozenset({"stat", "lstat", "listdir", "scandir", "access", "read
 # the import system's reads between two signs of progress to the host, whose watchdog kills a rank
 # process that asks nothing for a minute (a long import is progress)
 PROGRESS_EVERY = 256
+
+
 class _Local:
     """The host's answer for a call on the real machine: make it here (compared by identity: a
     system call may well return the string "local")."""
@@ -163,14 +165,15 @@ class RemoteSyscalls:
             return method
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            if args and type(args[0]) is int:
-                if 0 <= args[0] < FD_BASE:
-                    return method(*args, **kwargs)  # a real descriptor of this process
-            elif name in IMPORT_READS and from_import_system():
+            by_fd = bool(args) and type(args[0]) is int
+            if by_fd and 0 <= args[0] < FD_BASE:
+                return method(*args, **kwargs)  # a real descriptor of this process
+            importing = from_import_system()
+            if importing and not by_fd and name in IMPORT_READS:
                 self._import_read()
                 return method(*args, **kwargs)
             answer = self._ask("sys", name, tuple(_plain(a) for a in args),
-                               {k: _plain(v) for k, v in kwargs.items()}, from_import_system(), self.proc.umask)
+                               {k: _plain(v) for k, v in kwargs.items()}, importing, self.proc.umask)
             if answer is LOCAL:
                 return method(*args, **kwargs)
             if name in ("chdir", "fchdir"):
