@@ -46,6 +46,7 @@ RESTART_GAP = 90.0
 # process is a confined child of the caller's unless isolate=False): docs/architecture.md, "The
 # process carrier"
 CARRIERS = ("greenlet", "process")
+TORCH_DISTRIBUTED = ("patched", "c10d")  # simfs's stand-ins for torch.distributed's functions, or real c10d
 
 
 class Cluster:
@@ -68,7 +69,8 @@ class Cluster:
                  collective_timeout: float = DEFAULT_TIMEOUT, collective_latency: float = 5e-5,
                  collective_bandwidth: float = 1e10, dist_initialized: bool = True,
                  env: dict[str, str] | None = None, time_limit: float = 30 * 86400.0,
-                 restart_gap: float = RESTART_GAP, carrier: str = "process", isolate: bool = True) -> None:
+                 restart_gap: float = RESTART_GAP, carrier: str = "process", isolate: bool = True,
+                 torch_distributed: str = "patched") -> None:
         checks.count(_WHERE, "nodes", nodes, 1, checks.MAX_NODES)
         checks.count(_WHERE, "ranks_per_node", ranks_per_node, 1, checks.MAX_RANKS)
         if nodes * ranks_per_node > checks.MAX_RANKS:
@@ -80,6 +82,12 @@ class Cluster:
             raise invalid(_WHERE, "carrier", f"one of {', '.join(map(repr, CARRIERS))}", carrier)
         if not isinstance(isolate, bool):
             raise invalid(_WHERE, "isolate", "a bool", isolate)
+        if torch_distributed not in TORCH_DISTRIBUTED:
+            raise invalid(_WHERE, "torch_distributed", f"one of {', '.join(map(repr, TORCH_DISTRIBUTED))}",
+                          torch_distributed)
+        if torch_distributed == "c10d" and carrier != "process":
+            raise ConfigError("simfs.Cluster: torch_distributed='c10d' needs carrier='process': c10d, autograd and "
+                              "pybind11 keep per-thread C++ state that greenlet ranks of one thread would share")
         self.isolate = isolate
         self.profiles = self._mount_profiles(profile, mounts)
         self.local_profile = get(local_profile)
@@ -92,7 +100,7 @@ class Cluster:
             collective_timeout=checks.seconds(_WHERE, "collective_timeout", collective_timeout, positive=True),
             collective_latency=checks.seconds(_WHERE, "collective_latency", collective_latency),
             collective_bandwidth=checks.bandwidth(_WHERE, "collective_bandwidth", collective_bandwidth),
-            dist_initialized=dist_initialized, carrier=carrier,
+            dist_initialized=dist_initialized, carrier=carrier, torch_distributed=torch_distributed,
         )
         self.restart_gap = checks.seconds(_WHERE, "restart_gap", restart_gap)
         self.faults = self._check_faults(faults)
@@ -233,7 +241,7 @@ class Cluster:
             "faults": [fault_to_dict(f) for f in faults], "cwd": s.cwd, "env": dict(s.env),
             "timeout": s.collective_timeout, "latency": s.collective_latency,
             "bandwidth": s.collective_bandwidth, "dist": s.dist_initialized, "hash": hash_seed(),
-            "carrier": s.carrier,
+            "carrier": s.carrier, "torch_distributed": s.torch_distributed,
         }
         if json_safe(list(args)) and json_safe(kwargs):
             spec["args"], spec["kwargs"] = list(args), kwargs
@@ -248,7 +256,7 @@ def cluster_from_spec(spec: dict[str, Any]) -> Cluster:
         faults=[fault_from_dict(f) for f in spec["faults"]], env=spec["env"],
         collective_timeout=spec["timeout"], collective_latency=spec["latency"],
         collective_bandwidth=spec["bandwidth"], dist_initialized=spec["dist"],
-        carrier=spec.get("carrier", "greenlet"),
+        carrier=spec.get("carrier", "greenlet"), torch_distributed=spec.get("torch_distributed", "patched"),
     )
 
 

@@ -76,6 +76,26 @@ def patch(owner: Any, name: str, replacement: Any, *, scan: bool = True) -> Any:
     return original
 
 
+def unpatch(owner: Any, names: list[str]) -> None:
+    """Put the originals of ``owner``'s patched ``names`` back in this process, also where a scan
+    copied a replacement into another module (a rank process that runs the library itself)."""
+    restored: dict[int, Any] = {}
+    for name in names:
+        original = _originals.get((id(owner), name))
+        current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+        if original is None or current is original:
+            continue
+        setattr(owner, name, original)
+        restored[id(current)] = original
+        _replacements.pop(id(original), None)
+    _installed[:] = [entry for entry in _installed if id(entry[2]) not in restored]
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None) if isinstance(module, ModuleType) else None
+        for key, value in list((namespace or {}).items()):
+            if id(value) in restored:
+                namespace[key] = restored[id(value)]  # type: ignore[index]  # not None: it held the value
+
+
 def original(owner: Any, name: str) -> Any:
     return _originals[(id(owner), name)]
 

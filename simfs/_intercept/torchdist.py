@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections.abc import Callable
 from typing import Any
 
 from ..runtime.dist import DistWorld, SimGroup, Work, copy_object
 from ..runtime.scheduler import Task
-from .registry import patch_function
+from .registry import patch_function, unpatch
 
 API: dict[str, Callable[..., Any]] = {}
 
@@ -176,24 +174,9 @@ def scatter_object_list(task: Task, scatter_object_output_list: list[Any],
 
 
 def _reduce(op: Any, tensors: list[Any]) -> Any:
-    import torch
-    from torch.distributed import ReduceOp
+    from ..c10d.reduce import reduce
 
-    stacked = torch.stack(tensors)
-    if op == ReduceOp.SUM:
-        return stacked.sum(0).to(tensors[0].dtype)
-    if op == ReduceOp.PRODUCT:
-        return stacked.prod(0).to(tensors[0].dtype)
-    if op == ReduceOp.MIN:
-        return stacked.amin(0)
-    if op == ReduceOp.MAX:
-        return stacked.amax(0)
-    if op == ReduceOp.AVG:
-        return (stacked.sum(0) / len(tensors)).to(tensors[0].dtype)
-    bitwise = {ReduceOp.BAND: operator.and_, ReduceOp.BOR: operator.or_, ReduceOp.BXOR: operator.xor}
-    if op in bitwise:
-        return functools.reduce(bitwise[op], tensors)
-    raise ValueError(f"simfs: unsupported ReduceOp {op}")
+    return reduce(op, tensors)
 
 
 def _sum_op() -> Any:
@@ -302,3 +285,12 @@ def install() -> None:
         for module in (dist, c10d):
             if hasattr(module, name):
                 patch_function(module, name, sim)
+
+
+def uninstall() -> None:
+    """torch.distributed's own functions back, in a rank process that runs c10d itself (simfs/c10d)."""
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    for module in (dist, c10d):
+        unpatch(module, list(API))

@@ -125,6 +125,14 @@ class Client:
         """Close-to-open: an open asks the server whether the file changed."""
         return self.getattr(ino, force=self.profile.cto)
 
+    def lock_acquired(self, ino: int) -> None:
+        """A lock the server granted is a cache coherency point: dirty data goes out and the
+        cached attributes and data are dropped (fs/nfs/file.c do_setlk: nfs_sync_mapping, then
+        nfs_zap_caches, 'This makes locking act as a cache coherency point')."""
+        self.flush(ino)
+        self.attrs.forget(ino)
+        self.data.pop(ino, None)
+
     def forget_inode(self, ino: int) -> None:
         self.attrs.forget(ino)
         self.data.pop(ino, None)

@@ -92,8 +92,10 @@ class DistWorld:
     """The process groups of one run."""
 
     def __init__(self, sched: Scheduler, world_size: int, *, latency: float, bandwidth: float,
-                 timeout: float, initialized: bool, note: Callable[[int, str, str, str], None]) -> None:
+                 timeout: float, initialized: bool, note: Callable[[int, str, str, str], None],
+                 native: bool = False) -> None:
         self.sched = sched
+        self.native = native  # rank processes run torch's c10d on these groups (simfs/c10d)
         self._note = note  # trace: (rank, collective, group, outcome)
         self.latency = latency
         self.bandwidth = bandwidth

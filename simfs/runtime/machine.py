@@ -170,7 +170,10 @@ class Machine:
             # the server's lock request names the file by handle, and another node deleted it
             # (NFS4ERR_STALE; filelock PR #669, chimera PR #286)
             raise OSError(errno.ESTALE, os.strerror(errno.ESTALE))
+        server_locks = of.mount.profile.flock == "cluster"
         if operation & fcntl.LOCK_UN:
+            if server_locks:  # fs/nfs/file.c do_unlk: 'Flush all pending writes before doing anything with locks'
+                of.client.flush(of.ino)
             if table.release(of.ino, owner):
                 self.sched.notify_all(table.queue(of.ino))
             return
@@ -179,6 +182,8 @@ class Machine:
             if operation & fcntl.LOCK_NB:
                 raise BlockingIOError(errno.EAGAIN, os.strerror(errno.EAGAIN))
             self.sched.block(table.queue(of.ino))
+        if server_locks:
+            of.client.lock_acquired(of.ino)
 
     def drop_locks(self, of: OpenFile, proc: Process) -> None:
         table = of.mount.lock_table(of.node)

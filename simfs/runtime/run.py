@@ -46,6 +46,7 @@ class Settings:
     collective_bandwidth: float
     dist_initialized: bool
     carrier: str = "greenlet"  # "greenlet": ranks share this process; "process": each its own
+    torch_distributed: str = "patched"  # "c10d": rank processes run torch's own c10d on simfs's groups
 
     @property
     def world_size(self) -> int:
@@ -80,7 +81,8 @@ class Run:
         self.machine.on_crash = self._record_crash
         self.world = DistWorld(self.sched, settings.world_size, latency=settings.collective_latency,
                                bandwidth=settings.collective_bandwidth, timeout=settings.collective_timeout,
-                               initialized=settings.dist_initialized, note=self._note_collective)
+                               initialized=settings.dist_initialized, note=self._note_collective,
+                               native=settings.torch_distributed == "c10d")
         self.carrier = ProcessCarrier(self.machine, self.sched, self.world, self._end_process) \
             if settings.carrier == "process" else None
         self.world.where = self._where

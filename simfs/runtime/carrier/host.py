@@ -19,6 +19,7 @@ from ...confinement import Confinement
 from ...confinement.confine import prepare as prepare_confinement
 from ...errors import OutsideSimulation, RankDied, RankError, SimfsError
 from ...supervise import ask_for_stacks
+from ..kvstore import Stores
 from ..machine import ReadOnRank
 from ..process import Process
 from ..scheduler import Task
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 
 _PRELOADED = ("numpy", "numpy.random", "torch")  # numpy.random: numpy imports it on first use (~17 ms)
+_WITH_TORCH = ("simfs.c10d.install",)  # what a rank process running c10d sets up (simfs/c10d)
 
 
 def _preload() -> None:
@@ -44,6 +46,9 @@ def _preload() -> None:
     and their global generators seeded from the run's seed (rank.py), not at a later import."""
     for name in _PRELOADED:
         if name not in sys.modules and importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+    if "torch.distributed" in sys.modules:
+        for name in _WITH_TORCH:
             importlib.import_module(name)
     prepare_confinement()
 
@@ -65,7 +70,9 @@ class ProcessCarrier:
         self._where: dict[int, str] = {}  # task id -> where its rank code made its last request
         _preload()
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
-        for op, serve in DistRequests(world).handlers().items():
+        stores = Stores(sched, world.latency, lambda node: node not in machine.crashed_nodes)
+        dist = DistRequests(world, stores, lambda rank: self.ranks[rank].proc.node)
+        for op, serve in dist.handlers().items():
             self._handlers[op] = lambda rank, *args, serve=serve: serve(rank.proc.rank, *args)
 
     # -- starting ----------------------------------------------------------------------------------

@@ -162,6 +162,10 @@ def _main_thread(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     """The job, then what a process does when its main thread is done: wait for its non-daemon
     threads that still make progress, and run its atexit handlers."""
     try:
+        if proc.dist.native and "torch.distributed" in sys.modules:
+            from ...c10d.install import install
+
+            install(proc.dist, proc.rank, proc.world_size, proc.hostname, proc.dist.initialized.value)
         return job(*args, **kwargs)
     except SystemExit as exc:
         if exc.code not in (0, None):

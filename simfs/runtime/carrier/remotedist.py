@@ -31,6 +31,7 @@ class RemoteWorld:
 
     def __init__(self, ask: Ask, local: DistWorld, rank: int) -> None:
         self._ask = ask
+        self.native = local.native
         self.initialized = _Initialized(local.initialized[rank])
         self.world = SimGroup(local, list(local.world.ranks), local.world.name, local.world.timeout)
 
@@ -56,9 +57,17 @@ class RemoteWorld:
 
     def collective(self, rank: int, group: Any, kind: str, payload: Any, *, timeout: float | None = None,
                    nbytes: int = 0) -> Any:
-        name = self.group(group, rank).name
+        return self.collective_named(self.group(group, rank).name, kind, payload, timeout=timeout, nbytes=nbytes)
+
+    def collective_named(self, name: str, kind: str, payload: Any, *, timeout: float | None = None,
+                         nbytes: int = 0) -> list[Any]:
+        """The next collective of the group the host knows as ``name``: every rank's payload."""
         everyone: list[Any] = self._ask("dist_collective", name, kind, _encode(payload), timeout, nbytes)
         return [_decode(item) for item in everyone]
+
+    def ask(self, op: str, *args: Any) -> Any:
+        """Any other request to the host (simfs/c10d's groups and stores)."""
+        return self._ask(op, *args)
 
 
 def _seconds(timeout: Any) -> float | None:

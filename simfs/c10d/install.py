@@ -1,0 +1,112 @@
+"""torch.distributed in a rank process, as torch ships it: simfs's stand-in functions are taken out,
+and c10d runs itself on simulated parts. Every process group c10d makes, whichever backend the job
+names (``gloo``, ``nccl``, ``cpu:gloo,cuda:nccl``, none), is a SimProcessGroup (group.py) that
+``get_backend`` reports under the name the job gave; ``TCPStore`` and ``FileStore`` are the
+simulated stores (store.py), so the ``env://``, ``tcp://`` and ``file://`` rendezvous of c10d itself
+meet in the simulation; the functional collectives get CPU kernels (functional.py). With the
+cluster's ``dist_initialized``, the default group exists before the job runs (as simfs's stand-ins
+made it), and the job's own ``init_process_group`` replaces it."""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from types import ModuleType
+from typing import Any
+
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+import torch.distributed.rendezvous  # noqa: F401 - loaded, so that its by-name TCPStore is replaced too
+from torch._C import _distributed_c10d as native
+
+from .._intercept import torchdist
+from . import functional
+from .group import SIMFS, Host, SimProcessGroup
+from .store import HOST_STORE, FileStore, HostStore, tcp_store_class
+
+WORLD_STORE = "simfs/world"  # the store of the default group simfs makes before the job runs
+
+
+class _Rank:
+    """What this process's c10d needs to know of its rank."""
+
+    def __init__(self, host: Host, rank: int, world_size: int) -> None:
+        self.host = host
+        self.rank = rank
+        self.world_size = world_size
+        self.premade = False  # the default group is simfs's, made before the job ran
+
+
+def install(host: Host, rank: int, world_size: int, hostname: str, initialized: bool) -> None:
+    """Make this rank process's torch.distributed run c10d on the simulation."""
+    torchdist.uninstall()
+    functional.install()
+    me = _Rank(host, rank, world_size)
+    if SIMFS.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(SIMFS, lambda opts, _options: _create(me, opts), extended_api=True,
+                                      devices=["cpu", "cuda"])
+    _replace(c10d, "_new_process_group_helper", _any_backend_is_simulated(c10d._new_process_group_helper))
+    _replace(c10d, "init_process_group", _replacing_the_premade(me, c10d.init_process_group))
+    _replace(c10d, "destroy_process_group", _telling_the_host(me, c10d.destroy_process_group))
+    _replace(native, "TCPStore", tcp_store_class(host, hostname))
+    _replace(native, "FileStore", FileStore)
+    host.ask("store_shared", HOST_STORE)
+    if initialized:
+        host.ask("store_shared", WORLD_STORE)
+        dist.init_process_group("gloo", store=HostStore(host, WORLD_STORE), rank=rank, world_size=world_size)
+        me.premade = True
+
+
+def _create(me: _Rank, opts: Any) -> SimProcessGroup:
+    """c10d's creator for a group of the "simfs" backend (the default group has no ranks listed)."""
+    ranks = list(opts.global_ranks_in_group) or list(range(me.world_size))
+    name = "WORLD" if not opts.global_ranks_in_group else str(opts.group_id)
+    timeout: timedelta = opts.timeout
+    me.host.ask("dist_group", name, ranks, timeout.total_seconds())
+    return SimProcessGroup(me.host, name, int(opts.group_rank), int(opts.group_size), ranks, timeout)
+
+
+def _any_backend_is_simulated(real: Any) -> Any:
+    def _new_process_group_helper(group_size: int, group_rank: int, global_ranks_in_group: list[int], backend: Any,
+                                  store: Any, group_name: str, backend_options: Any = None, timeout: Any = None,
+                                  pg_tag: Any = None, device_id: Any = None, group_desc: Any = None) -> Any:
+        pg, prefix_store = real(group_size, group_rank, global_ranks_in_group, SIMFS, store, group_name,
+                                backend_options=None, timeout=timeout, pg_tag=pg_tag, device_id=device_id,
+                                group_desc=group_desc)
+        if isinstance(pg, SimProcessGroup):  # get_backend names what the job asked for
+            c10d._world.pg_map[pg] = (backend, prefix_store)
+            c10d._world.pg_backend_config[pg] = str(c10d.BackendConfig(backend))
+        return pg, prefix_store
+    return _new_process_group_helper
+
+
+def _replacing_the_premade(me: _Rank, real: Any) -> Any:
+    def init_process_group(*args: Any, **kwargs: Any) -> None:
+        if me.premade:
+            me.premade = False
+            c10d.destroy_process_group()
+        real(*args, **kwargs)
+    return init_process_group
+
+
+def _telling_the_host(me: _Rank, real: Any) -> Any:
+    def destroy_process_group(group: Any = None) -> None:
+        default = group is None or group is c10d.GroupMember.WORLD
+        real(group)
+        if default:
+            me.premade = False
+            me.host.ask("dist_destroy")
+    return destroy_process_group
+
+
+def _replace(owner: ModuleType, name: str, replacement: Any) -> None:
+    """``owner.name`` and every copy of it other torch modules imported by name."""
+    original = getattr(owner, name)
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not module_name.startswith("torch"):
+            continue
+        namespace = getattr(module, "__dict__", {})
+        for key, value in list(namespace.items()):
+            if value is original:
+                namespace[key] = replacement
+    setattr(owner, name, replacement)

@@ -1,0 +1,173 @@
+"""Key-value stores in virtual time, as c10d's stores behave (torch/csrc/distributed/c10d/Store.hpp,
+TCPStore.cpp): the host keeps them, rank processes reach them by name (simfs/c10d/store.py). A
+read of a key not yet set waits in the scheduler until another rank sets it or the store's timeout
+passes; a store served by a node's process (a TCPStore's server) is gone with that node. Nothing
+here knows torch: keys are strings, values bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .scheduler import Scheduler
+from .waitqueue import WaitQueue
+
+
+class StoreGone(Exception):
+    """The store's server is gone (its node crashed): what a client's socket reports."""
+
+
+def compare_and_swap(current: bytes | None, expected: bytes, desired: bytes) -> tuple[bool, bytes]:
+    """c10d's compareSet on a key holding ``current`` (None: missing, which counts as ``b""``):
+    whether to store ``desired``, and the value the call returns (the value now held, or
+    ``expected`` for a missing key that was not expected to be missing)."""
+    if current is None and expected:
+        return False, expected
+    if (current or b"") == expected:
+        return True, desired
+    assert current is not None
+    return False, current
+
+
+class KVStore:
+    """One store: its keys, and the ranks waiting for keys to appear."""
+
+    def __init__(self, name: str, sched: Scheduler, home: int | None) -> None:
+        self.name = name
+        self.home = home  # the node whose process serves it (None: no node's, e.g. the launcher's)
+        self.data: dict[str, bytes] = {}
+        self.clients = 0
+        self.changed = WaitQueue(f"store {name}")
+        self._sched = sched
+
+    def _set(self, key: str, value: bytes) -> None:
+        self.data[key] = bytes(value)
+        self._sched.notify_all(self.changed)
+
+    def set(self, key: str, value: bytes) -> None:
+        self._set(key, value)
+
+    def get(self, key: str, timeout: float | None) -> bytes | None:
+        """The value, once some rank set it (None: not within ``timeout``)."""
+        return self.data[key] if self.wait([key], timeout) else None
+
+    def add(self, key: str, amount: int) -> int:
+        value = int(self.data.get(key, b"0")) + int(amount)
+        self._set(key, str(value).encode())
+        return value
+
+    def append(self, key: str, value: bytes) -> None:
+        self._set(key, self.data.get(key, b"") + bytes(value))
+
+    def compare_set(self, key: str, expected: bytes, desired: bytes) -> bytes:
+        swap, value = compare_and_swap(self.data.get(key), bytes(expected), bytes(desired))
+        if swap:
+            self._set(key, value)
+        return value
+
+    def check(self, keys: list[str]) -> bool:
+        return all(k in self.data for k in keys)
+
+    def wait(self, keys: list[str], timeout: float | None) -> bool:
+        """Block until every key is set (False: ``timeout`` virtual seconds passed first)."""
+        deadline = None if timeout is None else self._sched.now + timeout
+        while not self.check(keys):
+            left = None if deadline is None else deadline - self._sched.now
+            if left is not None and left <= 0:
+                return False
+            self._sched.block(self.changed, left)
+        return True
+
+    def delete_key(self, key: str) -> bool:
+        return self.data.pop(key, None) is not None
+
+    def num_keys(self) -> int:
+        return len(self.data)
+
+    def multi_get(self, keys: list[str], timeout: float | None) -> list[bytes] | None:
+        return [self.data[k] for k in keys] if self.wait(keys, timeout) else None
+
+    def multi_set(self, keys: list[str], values: list[bytes]) -> None:
+        for key, value in zip(keys, values):
+            self.data[key] = bytes(value)
+        self._sched.notify_all(self.changed)
+
+
+_EPHEMERAL = 32768  # Documentation/networking/ip-sysctl.rst: ip_local_port_range defaults to 32768 60999
+OPS = ("set", "get", "add", "append", "compare_set", "check", "wait", "delete_key", "num_keys", "multi_get",
+       "multi_set")
+
+
+class Stores:
+    """The stores of one run, by name; a served one (a TCPStore's) also by its address."""
+
+    def __init__(self, sched: Scheduler, latency: float, node_alive: Callable[[int], bool]) -> None:
+        self._sched = sched
+        self._latency = latency  # a store round trip costs what a collective's latency does
+        self._alive = node_alive
+        self._stores: dict[str, KVStore] = {}
+        self._listening = WaitQueue("store servers")
+
+    def shared(self, name: str) -> KVStore:
+        """A store every rank that names it shares, with no server to lose."""
+        store = self._stores.get(name)
+        if store is None:
+            store = self._stores[name] = KVStore(name, self._sched, None)
+        return store
+
+    def listen(self, node: int, port: int) -> str | None:
+        """A server on ``node`` at ``port`` (0: the lowest free one of Linux's ephemeral range,
+        ip_local_port_range 32768-60999): its address "node<N>:<port>", or None if another
+        server of a live node listens there (EADDRINUSE)."""
+        if port == 0:
+            port = next(p for p in range(_EPHEMERAL, 61000) if self._served(f"node{node}:{p}") is None)
+        address = f"node{node}:{port}"
+        if self._served(address) is not None:
+            return None
+        self._stores[address] = KVStore(address, self._sched, node)
+        self._sched.notify_all(self._listening)
+        return address
+
+    def connect(self, address: str, timeout: float | None) -> bool:
+        """A client's connection: it retries until a server listens (False: none within
+        ``timeout``), as TCPStore's client does."""
+        deadline = None if timeout is None else self._sched.now + timeout
+        while self._served(address) is None:
+            left = None if deadline is None else deadline - self._sched.now
+            if left is not None and left <= 0:
+                return False
+            self._sched.block(self._listening, left)
+        store = self._stores[address]
+        store.clients += 1
+        self._sched.notify_all(store.changed)
+        return True
+
+    def wait_for_clients(self, address: str, count: int, timeout: float | None) -> bool:
+        store = self.served(address)
+        deadline = None if timeout is None else self._sched.now + timeout
+        while store.clients < count:
+            left = None if deadline is None else deadline - self._sched.now
+            if left is not None and left <= 0:
+                return False
+            self._sched.block(store.changed, left)
+        return True
+
+    def _served(self, address: str) -> KVStore | None:
+        store = self._stores.get(address)
+        if store is None or (store.home is not None and not self._alive(store.home)):
+            return None
+        return store
+
+    def served(self, name: str) -> KVStore:
+        store = self._served(name)
+        if store is None:
+            raise StoreGone(f"the server of store {name} is gone")
+        return store
+
+    def call(self, name: str, op: str, args: list[Any]) -> Any:
+        """One request of a client to store ``name``."""
+        if op not in OPS:
+            raise ValueError(f"simfs: no store operation {op!r}")
+        store = self.served(name)
+        self._sched.elapse(self._latency)
+        return getattr(store, op)(*args)
