@@ -61,6 +61,9 @@ class Cluster:
     needs ``carrier="process"``, or the whole sequence under simfs.isolated). ``isolate=False``
     runs greenlet ranks in the caller's own process, unconfined, for code you trust (simfs's own
     filesystem-model tests): their objects are the caller's, and a cluster runs any number of times.
+    ``torch_distributed``: "c10d" (the default for rank processes) runs torch's own c10d in each rank
+    on simulated process groups and stores (simfs/c10d); "patched" (greenlet ranks' only choice)
+    replaces torch.distributed's Python functions with simfs's stand-ins.
     """
 
     def __init__(self, nodes: int = 1, ranks_per_node: int = 1, profile: str | Profile = "nfs", seed: int = 0,
@@ -70,7 +73,7 @@ class Cluster:
                  collective_bandwidth: float = 1e10, dist_initialized: bool = True,
                  env: dict[str, str] | None = None, time_limit: float = 30 * 86400.0,
                  restart_gap: float = RESTART_GAP, carrier: str = "process", isolate: bool = True,
-                 torch_distributed: str = "patched") -> None:
+                 torch_distributed: str | None = None) -> None:
         checks.count(_WHERE, "nodes", nodes, 1, checks.MAX_NODES)
         checks.count(_WHERE, "ranks_per_node", ranks_per_node, 1, checks.MAX_RANKS)
         if nodes * ranks_per_node > checks.MAX_RANKS:
@@ -82,6 +85,8 @@ class Cluster:
             raise invalid(_WHERE, "carrier", f"one of {', '.join(map(repr, CARRIERS))}", carrier)
         if not isinstance(isolate, bool):
             raise invalid(_WHERE, "isolate", "a bool", isolate)
+        if torch_distributed is None:
+            torch_distributed = "c10d" if carrier == "process" else "patched"
         if torch_distributed not in TORCH_DISTRIBUTED:
             raise invalid(_WHERE, "torch_distributed", f"one of {', '.join(map(repr, TORCH_DISTRIBUTED))}",
                           torch_distributed)
@@ -256,7 +261,7 @@ def cluster_from_spec(spec: dict[str, Any]) -> Cluster:
         faults=[fault_from_dict(f) for f in spec["faults"]], env=spec["env"],
         collective_timeout=spec["timeout"], collective_latency=spec["latency"],
         collective_bandwidth=spec["bandwidth"], dist_initialized=spec["dist"],
-        carrier=spec.get("carrier", "greenlet"), torch_distributed=spec.get("torch_distributed", "patched"),
+        carrier=spec.get("carrier", "greenlet"), torch_distributed=spec.get("torch_distributed"),
     )
 
 

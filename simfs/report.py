@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import sysconfig
 import traceback
 from dataclasses import dataclass, field
@@ -28,16 +29,25 @@ _SIMFS, _STDLIB, _RANK_CODE = 0, 1, 2
 _KINDS: dict[str, int] = {}  # a code's file name -> whose code it is (asked on every rank request)
 
 
+def _library_dirs() -> tuple[str, ...]:
+    """Libraries a job calls into whose frames are not where it waits or fails: torch's own
+    (torch.distributed's functions, DDP, DCP), once imported."""
+    torch = sys.modules.get("torch")
+    path = getattr(torch, "__file__", None)
+    return (os.path.dirname(path) + os.sep,) if isinstance(path, str) else ()
+
+
 def _kind(filename: str) -> int:
     kind = _KINDS.get(filename)
     if kind is None:
         kind = _KINDS[filename] = _SIMFS if _is_internal(filename) else \
-            _STDLIB if filename.startswith(_STDLIB_DIRS) or filename.startswith("<frozen ") else _RANK_CODE
+            _STDLIB if filename.startswith((*_STDLIB_DIRS, *_library_dirs())) or filename.startswith("<frozen ") \
+            else _RANK_CODE
     return kind
 
 
 def user_frame(frame: FrameType | None) -> str:
-    """'file:line in function' of the innermost frame of rank code (not simfs, not stdlib).
+    """'file:line in function' of the innermost frame of rank code (not simfs, not stdlib, not torch).
     Runs inside ranks too, so it must not touch the filesystem."""
     fallback: FrameType | None = None
     while frame is not None:

@@ -523,3 +523,12 @@ def test_patched_functions_behave_normally_outside_ranks(tmp_path):
     assert len(os.urandom(8)) == 8 and os.urandom(16) != os.urandom(16)
     assert subprocess.run(["true"]).returncode == 0
     assert os.system("true") == 0
+
+
+def test_torch_distributed_names_its_choices_and_c10d_needs_rank_processes():
+    with pytest.raises(ValueError, match=r"torch_distributed.*'patched', 'c10d'"):
+        simfs.Cluster(torch_distributed="nccl")
+    with pytest.raises(simfs.ConfigError, match=r"torch_distributed='c10d' needs carrier='process'"):
+        simfs.Cluster(carrier="greenlet", torch_distributed="c10d")
+    assert simfs.Cluster(carrier="greenlet").settings.torch_distributed == "patched"
+    assert simfs.Cluster().settings.torch_distributed == "c10d"

@@ -76,15 +76,19 @@ def test_uninitialized_until_init_process_group() -> None:
     assert returns == {r: [False, "ValueError", "ValueError", "ValueError", True, r, 2, False] for r in range(2)}
 
 
-def test_init_process_group_rejects_wrong_rank() -> None:
+def test_init_process_group_with_a_rank_no_process_has_waits_for_the_store_server_as_c10d_does() -> None:
+    """Every process claims rank 5, so none serves the TCPStore at MASTER_ADDR: each client retries
+    until c10d's timeout (the default group's, 30 minutes), in virtual time."""
     def job() -> str:
         try:
             dist.init_process_group("gloo", rank=5, world_size=2)
-        except ValueError:
-            return "ValueError"
+        except dist.DistStoreError as exc:
+            return str(exc)
         return "accepted"
 
-    assert _ok(_run(job, dist_initialized=False)) == {0: "ValueError", 1: "ValueError"}
+    result = _run(job, dist_initialized=False)
+    assert all(r.startswith("The client socket has timed out after 1800000ms") for r in _ok(result).values())
+    assert result.virtual_time == pytest.approx(1800.0)
 
 
 def test_init_process_group_timeout_sets_collective_timeout() -> None:
@@ -440,7 +444,7 @@ def test_collective_mismatch_raises() -> None:
     assert not result.returns
     assert any(isinstance(e, simfs.CollectiveMismatch) for e in result.errors.values()), result.summary()
     mismatch = next(str(e) for e in result.errors.values() if isinstance(e, simfs.CollectiveMismatch))
-    assert "barrier" in mismatch and "all_gather_object" in mismatch
+    assert "barrier" in mismatch and "all_gather" in mismatch  # all_gather_object's own all_gather
 
 
 def test_collective_mismatch_reported_to_every_rank_at_once() -> None:

@@ -47,7 +47,6 @@ def test_torchscript_archives_named_by_path_live_on_the_simulated_machine(tmp_pa
 @pytest.mark.parametrize("call,make", [
     ("torch._C.PyTorchFileWriter", lambda c: torch._C.PyTorchFileWriter(c)),
     ("torch._C.PyTorchFileReader", lambda c: torch._C.PyTorchFileReader(c)),
-    ("torch.distributed.FileStore", lambda c: dist.FileStore(c, 1)),
 ])
 def test_cpp_openers_of_a_real_path_are_refused_by_name(tmp_path: Path, call: str,
                                                         make: Callable[[str], object]) -> None:
@@ -66,7 +65,48 @@ def test_cpp_openers_of_a_real_path_are_refused_by_name(tmp_path: Path, call: st
     assert not Path(canary).exists()
 
 
-def test_tcpstore_is_refused_and_the_listener_sees_no_connection() -> None:
+def test_stores_of_greenlet_ranks_are_refused_by_name(tmp_path: Path) -> None:
+    """Greenlet ranks run simfs's stand-in torch.distributed: c10d's C++ stores are refused."""
+    canary = str(tmp_path / "canary")
+
+    def job() -> list[str]:
+        out = []
+        for make in (lambda: dist.FileStore(canary, 1),
+                     lambda: dist.TCPStore("127.0.0.1", 1, is_master=False, wait_for_workers=False)):
+            try:
+                make()
+                out.append("ran")
+            except simfs.BypassError as exc:
+                out.append(str(exc))
+        return out
+
+    result = simfs.Cluster(carrier="greenlet").run(job)
+    assert result.ok, result.summary()
+    file_store, tcp_store = result.returns[0]
+    assert file_store.startswith("torch.distributed.FileStore bypasses simfs")
+    assert tcp_store.startswith("torch.distributed.TCPStore bypasses simfs")
+    assert not Path(canary).exists()
+
+
+def test_a_file_store_of_a_rank_process_writes_the_simulated_file(tmp_path: Path) -> None:
+    canary = str(tmp_path / "canary")
+
+    def job() -> tuple[bytes, bool]:
+        os.makedirs(os.path.dirname(canary))
+        store = dist.FileStore(canary, 1)
+        store.set("key", b"value")
+        return store.get("key"), os.path.exists(canary)
+
+    result = simfs.Cluster().run(job)
+    assert result.ok, result.summary()
+    assert result.returns[0] == (b"value", True)
+    assert not Path(canary).exists()
+
+
+@pytest.mark.parametrize("carrier", ["process", "greenlet"])
+def test_a_tcpstore_client_never_reaches_a_real_listener(carrier: str) -> None:
+    """In a rank process the TCPStore is simulated (no server listens at that address: the client
+    times out in virtual time); in a greenlet rank it is refused. The real listener sees nothing."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
@@ -77,13 +117,15 @@ def test_tcpstore_is_refused_and_the_listener_sees_no_connection() -> None:
             try:
                 dist.TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
                               timeout=datetime.timedelta(seconds=1))
-            except simfs.BypassError as exc:
-                return str(exc)
+            except (simfs.BypassError, dist.DistStoreError) as exc:
+                return f"{type(exc).__name__}: {exc}"
             return "connected"
 
-        result = simfs.Cluster().run(job)
+        result = simfs.Cluster(carrier=carrier).run(job)
         assert result.ok, result.summary()
-        assert result.returns[0].startswith("torch.distributed.TCPStore bypasses simfs")
+        expected = ("DistStoreError: The client socket has timed out after 1000ms" if carrier == "process" else
+                    "BypassError: torch.distributed.TCPStore bypasses simfs")
+        assert result.returns[0].startswith(expected)
         with pytest.raises(BlockingIOError):
             listener.accept()
 

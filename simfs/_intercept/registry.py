@@ -22,6 +22,7 @@ _replacements: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, rep
 _originals: dict[tuple[int, str], Any] = {}
 _installed: list[tuple[Any, str, Any]] = []  # (owner, name, replacement): what verify() puts back
 _scanned: dict[str, int] = {}
+_placed: dict[int, list[tuple[dict[str, Any], str]]] = {}  # id(replacement) -> where a scan put it by name
 _OWN_PREFIX = "simfs"
 
 
@@ -76,24 +77,24 @@ def patch(owner: Any, name: str, replacement: Any, *, scan: bool = True) -> Any:
     return original
 
 
-def unpatch(owner: Any, names: list[str]) -> None:
-    """Put the originals of ``owner``'s patched ``names`` back in this process, also where a scan
-    copied a replacement into another module (a rank process that runs the library itself)."""
-    restored: dict[int, Any] = {}
-    for name in names:
-        original = _originals.get((id(owner), name))
-        current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
-        if original is None or current is original:
-            continue
-        setattr(owner, name, original)
-        restored[id(current)] = original
-        _replacements.pop(id(original), None)
+def unpatch(owners: list[Any], names: list[str]) -> None:
+    """Put the originals of the ``owners``' patched ``names`` back in this process, also where a
+    scan copied a replacement into another module by name (a rank process that runs the library
+    itself)."""
+    restored: set[int] = set()
+    for owner in owners:
+        for name in names:
+            original = _originals.get((id(owner), name))
+            current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+            if original is None or current is original:
+                continue
+            setattr(owner, name, original)
+            restored.add(id(current))
+            _replacements.pop(id(original), None)
+            for namespace, key in _placed.pop(id(current), []):
+                if namespace.get(key) is current:
+                    namespace[key] = original
     _installed[:] = [entry for entry in _installed if id(entry[2]) not in restored]
-    for module in list(sys.modules.values()):
-        namespace = getattr(module, "__dict__", None) if isinstance(module, ModuleType) else None
-        for key, value in list((namespace or {}).items()):
-            if id(value) in restored:
-                namespace[key] = restored[id(value)]  # type: ignore[index]  # not None: it held the value
 
 
 def original(owner: Any, name: str) -> Any:
@@ -174,6 +175,7 @@ def _scan() -> None:
             hit = table.get(id(value))
             if hit is not None and hit[0] is value:
                 namespace[key] = hit[1]
+                _placed.setdefault(id(hit[1]), []).append((namespace, key))
             elif isinstance(value, FunctionType):
                 _rebind_defaults(value)
             elif isinstance(value, type) and getattr(value, "__module__", None) == name:

@@ -292,5 +292,4 @@ def uninstall() -> None:
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
 
-    for module in (dist, c10d):
-        unpatch(module, list(API))
+    unpatch([dist, c10d], list(API))

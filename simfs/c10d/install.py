@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from datetime import timedelta
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
 import torch.distributed as dist
@@ -30,30 +30,35 @@ WORLD_STORE = "simfs/world"  # the store of the default group simfs makes before
 class _Rank:
     """What this process's c10d needs to know of its rank."""
 
-    def __init__(self, host: Host, rank: int, world_size: int) -> None:
+    def __init__(self, host: Host, rank: int, world_size: int, timeout: float) -> None:
         self.host = host
         self.rank = rank
         self.world_size = world_size
+        self.timeout = timedelta(seconds=timeout)  # the cluster's collective_timeout
         self.premade = False  # the default group is simfs's, made before the job ran
 
 
-def install(host: Host, rank: int, world_size: int, hostname: str, initialized: bool) -> None:
-    """Make this rank process's torch.distributed run c10d on the simulation."""
+def install(host: Host, rank: int, world_size: int, hostname: str, initialized: bool, timeout: float) -> None:
+    """Make this rank process's torch.distributed run c10d on the simulation; a group made with
+    torch's default timeout gets the cluster's ``timeout`` (its collective_timeout) instead."""
     torchdist.uninstall()
     functional.install()
-    me = _Rank(host, rank, world_size)
+    me = _Rank(host, rank, world_size, timeout)
     if SIMFS.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(SIMFS, lambda opts, _options: _create(me, opts), extended_api=True,
                                       devices=["cpu", "cuda"])
-    _replace(c10d, "_new_process_group_helper", _any_backend_is_simulated(c10d._new_process_group_helper))
-    _replace(c10d, "init_process_group", _replacing_the_premade(me, c10d.init_process_group))
-    _replace(c10d, "destroy_process_group", _telling_the_host(me, c10d.destroy_process_group))
-    _replace(native, "TCPStore", tcp_store_class(host, hostname))
-    _replace(native, "FileStore", FileStore)
+    _replace({
+        (c10d, "_new_process_group_helper"): _any_backend_is_simulated(c10d._new_process_group_helper),
+        (c10d, "init_process_group"): _replacing_the_premade(me, c10d.init_process_group),
+        (c10d, "destroy_process_group"): _telling_the_host(me, c10d.destroy_process_group),
+        (native, "TCPStore"): tcp_store_class(host, hostname),
+        (native, "FileStore"): FileStore,
+    })
     host.ask("store_shared", HOST_STORE)
     if initialized:
         host.ask("store_shared", WORLD_STORE)
-        dist.init_process_group("gloo", store=HostStore(host, WORLD_STORE), rank=rank, world_size=world_size)
+        dist.init_process_group("gloo", store=HostStore(host, WORLD_STORE), rank=rank, world_size=world_size,
+                                timeout=me.timeout)
         me.premade = True
 
 
@@ -61,7 +66,7 @@ def _create(me: _Rank, opts: Any) -> SimProcessGroup:
     """c10d's creator for a group of the "simfs" backend (the default group has no ranks listed)."""
     ranks = list(opts.global_ranks_in_group) or list(range(me.world_size))
     name = "WORLD" if not opts.global_ranks_in_group else str(opts.group_id)
-    timeout: timedelta = opts.timeout
+    timeout: timedelta = me.timeout if opts.timeout == c10d.default_pg_timeout else opts.timeout
     me.host.ask("dist_group", name, ranks, timeout.total_seconds())
     return SimProcessGroup(me.host, name, int(opts.group_rank), int(opts.group_size), ranks, timeout)
 
@@ -99,14 +104,45 @@ def _telling_the_host(me: _Rank, real: Any) -> Any:
     return destroy_process_group
 
 
-def _replace(owner: ModuleType, name: str, replacement: Any) -> None:
-    """``owner.name`` and every copy of it other torch modules imported by name."""
-    original = getattr(owner, name)
+_REPLACED = ((c10d, "_new_process_group_helper"), (c10d, "init_process_group"), (c10d, "destroy_process_group"),
+             (native, "TCPStore"), (native, "FileStore"))
+_copies: list[Any] = [-1, []]  # len(sys.modules) when found; per _REPLACED entry, [(namespace, key)]
+
+
+def _torchs(value: Any) -> Any:
+    """torch's own object behind ``value`` (simfs's stand-ins wrap it while they are installed)."""
+    patched = isinstance(value, FunctionType) and getattr(value, "__simfs_patched__", False)
+    return value.__wrapped__ if patched else value
+
+
+def prepare() -> None:
+    """Find, in the host before it forks rank processes, where modules hold what a rank process
+    replaces (torch's, and a job's ``from torch.distributed import TCPStore``): each rank would
+    otherwise look through every module, one rank after another. Found again only when modules
+    were imported since. torch._C keeps its own classes (the C++ stores, refused inside ranks by
+    simfs/_intercept/torchnative.py)."""
+    if _copies[0] == len(sys.modules):
+        return
+    originals = {id(_torchs(getattr(owner, name))): i for i, (owner, name) in enumerate(_REPLACED)}
+    found: list[list[tuple[dict[str, Any], str]]] = [[] for _ in _REPLACED]
     for module_name, module in list(sys.modules.items()):
-        if module is None or not module_name.startswith("torch"):
+        if module is None or module_name.startswith(("torch._C", "simfs")):
             continue
-        namespace = getattr(module, "__dict__", {})
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
         for key, value in list(namespace.items()):
-            if value is original:
+            i = originals.get(id(_torchs(value)), -1)
+            if i >= 0:
+                found[i].append((namespace, key))
+    _copies[:] = [len(sys.modules), found]
+
+
+def _replace(replacements: dict[tuple[ModuleType, str], Any]) -> None:
+    """Every name a module holds ``owner.name`` under (its own module's included)."""
+    prepare()
+    for i, (owner, name) in enumerate(_REPLACED):
+        replacement, original = replacements[(owner, name)], _torchs(getattr(owner, name))
+        for namespace, key in _copies[1][i]:
+            if _torchs(namespace.get(key)) is original:
                 namespace[key] = replacement
-    setattr(owner, name, replacement)

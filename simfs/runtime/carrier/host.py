@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 
 _PRELOADED = ("numpy", "numpy.random", "torch")  # numpy.random: numpy imports it on first use (~17 ms)
-_WITH_TORCH = ("simfs.c10d.install",)  # what a rank process running c10d sets up (simfs/c10d)
 
 
 def _preload() -> None:
@@ -47,9 +46,8 @@ def _preload() -> None:
     for name in _PRELOADED:
         if name not in sys.modules and importlib.util.find_spec(name) is not None:
             importlib.import_module(name)
-    if "torch.distributed" in sys.modules:
-        for name in _WITH_TORCH:
-            importlib.import_module(name)
+    if "torch.distributed" in sys.modules:  # what a rank process running c10d sets up (simfs/c10d)
+        importlib.import_module("simfs.c10d.install").prepare()
     prepare_confinement()
 
 class _Exited(Exception):

@@ -165,7 +165,8 @@ def _main_thread(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
         if proc.dist.native and "torch.distributed" in sys.modules:
             from ...c10d.install import install
 
-            install(proc.dist, proc.rank, proc.world_size, proc.hostname, proc.dist.initialized.value)
+            world = proc.dist
+            install(world, proc.rank, proc.world_size, proc.hostname, world.initialized.value, world.world.timeout)
         return job(*args, **kwargs)
     except SystemExit as exc:
         if exc.code not in (0, None):
