@@ -105,6 +105,8 @@ FAILURES: dict[tuple[str, str], tuple[int, list[simfs.faults.Fault], type[BaseEx
     ("filelock-counter", "objectstore"): (0, [], OSError),
     ("download-cache-flock", "beegfs"): (0, [], shutil.SameFileError),
     ("download-cache-flock", "objectstore"): (0, [], OSError),
+    ("filestore-rendezvous", "beegfs"): (0, [], "check"),  # two nodes appended at one offset
+    ("filestore-rendezvous", "objectstore"): (0, [], OSError),  # ESTALE: the other node's upload won
 }
 
 
@@ -119,7 +121,7 @@ def test_naive_scenario_fails_where_its_filesystem_makes_it_fail(name: str, prof
     result = _cluster(sc, profile, seed, faults).run(sc.job)
     if expected == "check":
         assert result.ok and sc.check is not None, result.summary()
-        with pytest.raises(AssertionError, match="increments were lost"):
+        with pytest.raises(AssertionError, match="(increments|keys) were lost"):
             sc.check(result)
     elif expected == "hung":
         assert result.hung and not _causes(result), result.summary()

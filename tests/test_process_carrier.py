@@ -326,3 +326,21 @@ def test_ctrl_c_stops_a_run_whose_rank_never_yields() -> None:
         host.kill()
     assert host.returncode == 0 and out.strip() == "interrupted: [0]"
     assert not _running(rank)
+
+
+def large_copy() -> int:
+    import torch
+
+    target = torch.zeros(1_000_000, dtype=torch.uint8)
+    target.copy_(torch.ones(1_000_000, dtype=torch.uint8))  # large enough for torch to split it over threads
+    return int(target.sum())
+
+
+def test_a_parallel_torch_op_in_a_rank_after_the_host_used_its_thread_pool() -> None:
+    """The host's OpenMP pool does not survive the fork: a rank process computes on one thread (as
+    torchrun's OMP_NUM_THREADS=1), instead of waiting forever for the pool's threads."""
+    import torch
+
+    assert float((torch.ones(4_000_000) * 2).sum()) == 8_000_000.0  # the host's pool is running
+    result = simfs.Cluster(nodes=1, ranks_per_node=2, watchdog=10).run(large_copy)
+    assert result.returns == {0: 1_000_000, 1: 1_000_000}, result.summary()

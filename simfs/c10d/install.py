@@ -111,7 +111,7 @@ _copies: list[Any] = [-1, []]  # len(sys.modules) when found; per _REPLACED entr
 
 def _torchs(value: Any) -> Any:
     """torch's own object behind ``value`` (simfs's stand-ins wrap it while they are installed)."""
-    patched = isinstance(value, FunctionType) and getattr(value, "__simfs_patched__", False)
+    patched = type(value) is FunctionType and getattr(value, "__simfs_patched__", False)
     return value.__wrapped__ if patched else value
 
 

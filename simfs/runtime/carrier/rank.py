@@ -278,3 +278,6 @@ def _reseed(proc: Process) -> None:
     torch = sys.modules.get("torch")
     if torch is not None:  # the CPU generator alone: torch.manual_seed also imports every device backend (~35 ms)
         torch.default_generator.manual_seed(derive_seed(run_seed, "torch", run, rank))
+        # one intra-op thread, as torchrun's OMP_NUM_THREADS=1 gives a worker: the host's OpenMP
+        # pool does not survive the fork, and a parallel torch op would wait for it forever
+        torch.set_num_threads(1)
