@@ -13,6 +13,7 @@ lstat = os.lstat
 open = os.open
 close = os.close
 read = os.read
+readv = os.readv
 write = os.write
 isatty = os.isatty
 listdir = os.listdir

@@ -36,7 +36,10 @@ if TYPE_CHECKING:
 
 
 
-_PRELOADED = ("numpy", "numpy.random", "torch")  # numpy.random: numpy imports it on first use (~17 ms)
+# numpy.random: numpy imports it on first use (~17 ms); torch._dynamo: DDP, FSDP2, DTensor and
+# torch.compile import it (about 1.5 s and 800 modules, sympy's among them), which rank processes
+# would otherwise each pay one after another
+_PRELOADED = ("numpy", "numpy.random", "torch", "torch._dynamo")
 
 
 def _preload() -> None:

@@ -26,23 +26,39 @@ def send(fd: int, message: Any) -> None:
 def receive(fd: int) -> bytes | None:
     """The next message's bytes, or None when the other end is gone (closed, or its process died).
     One read(2) usually brings a whole message (requests and answers alternate); what a read
-    brings past it waits for the next call."""
+    brings past it waits for the next call. A message larger than a read (a collective's tensors)
+    is read into one buffer of its size, not grown a read at a time."""
     buffer = _pending.pop(fd, b"")
-    need = _LENGTH.size
-    while True:
-        if len(buffer) >= _LENGTH.size:
-            need = _LENGTH.size + _LENGTH.unpack_from(buffer)[0]
-            if len(buffer) >= need:
-                if len(buffer) > need:
-                    _pending[fd] = buffer[need:]
-                return bytes(buffer[_LENGTH.size:need])
-        try:
-            part = _real.read(fd, max(_CHUNK, need - len(buffer)))  # a large message: in one read when it can
-        except ConnectionResetError:
-            return None
+    while len(buffer) < _LENGTH.size:
+        part = _read(fd, _CHUNK)
         if not part:
             return None
         buffer = buffer + part if buffer else part
+    need = _LENGTH.size + _LENGTH.unpack_from(buffer)[0]
+    if len(buffer) >= need:
+        if len(buffer) > need:
+            _pending[fd] = buffer[need:]
+        return bytes(buffer[_LENGTH.size:need])
+    message = bytearray(need - _LENGTH.size)
+    have = len(buffer) - _LENGTH.size
+    message[:have] = buffer[_LENGTH.size:]
+    view = memoryview(message)
+    while have < len(message):
+        try:
+            got = _real.readv(fd, [view[have:]])
+        except ConnectionResetError:
+            return None
+        if not got:
+            return None
+        have += got
+    return bytes(message)
+
+
+def _read(fd: int, size: int) -> bytes:
+    try:
+        return _real.read(fd, size)
+    except ConnectionResetError:
+        return b""
 
 
 _pending: dict[int, bytes] = {}  # descriptor -> bytes read past the last message
