@@ -121,7 +121,7 @@ def test_naive_scenario_fails_where_its_filesystem_makes_it_fail(name: str, prof
     result = _cluster(sc, profile, seed, faults).run(sc.job)
     if expected == "check":
         assert result.ok and sc.check is not None, result.summary()
-        with pytest.raises(AssertionError, match="(increments|keys) were lost"):
+        with pytest.raises(AssertionError, match=r"(increments|keys) were lost"):
             sc.check(result)
     elif expected == "hung":
         assert result.hung and not _causes(result), result.summary()
