@@ -16,22 +16,34 @@ ALLREDUCES = 50
 MIB = 1 << 20
 
 
-def ddp() -> dict[str, Any]:
-    """A small MLP under DDP, 20 steps."""
+def _mlp() -> Any:
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+
+
+def _train(model: Any) -> None:
+    """STEPS steps of SGD, each rank on its own random batches."""
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
 
-    dist.init_process_group("gloo")
-    torch.manual_seed(0)
-    model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
-                                                        torch.nn.Linear(256, 10)))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     torch.manual_seed(dist.get_rank())
     for _ in range(STEPS):
         model(torch.randn(32, 64)).sum().backward()
         opt.step()
         opt.zero_grad()
+
+
+def ddp() -> dict[str, Any]:
+    """A small MLP under DDP, 20 steps."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo")
+    model = DistributedDataParallel(_mlp())
+    _train(model)
     checksum = float(sum(p.detach().sum() for p in model.parameters()))
     dist.destroy_process_group()
     return {"checksum": checksum}
@@ -46,18 +58,12 @@ def fsdp() -> dict[str, Any]:
 
     dist.init_process_group("gloo")
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    model = _mlp()
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    torch.manual_seed(dist.get_rank())
-    for _ in range(STEPS):
-        model(torch.randn(32, 64)).sum().backward()
-        opt.step()
-        opt.zero_grad()
+    _train(model)
     checksum = float(sum(p.full_tensor().detach().sum() for p in model.parameters()))
     dist.destroy_process_group()
     return {"checksum": checksum}

@@ -16,6 +16,7 @@ from multiprocessing import get_context
 from typing import Any
 
 import simfs
+from simfs.runtime.carrier import preload
 
 from .outcome import ScenarioOutcome
 from .registry import Expectation
@@ -136,6 +137,8 @@ def run_task(task: Task) -> ScenarioOutcome:
     try:
         if not task.is_job:
             load_library()  # here, once: each search's forked child inherits torch and the library
+        if task.budget()[1] == "process":
+            preload()  # what rank processes start with (torch._dynamo...): here, once, not in each child
         _read_local_constants()
         outcome: ScenarioOutcome = simfs.isolated(_search, task, watchdog=task.watchdog)
         return outcome

@@ -37,6 +37,7 @@ class KVStore:
         self.home = home  # the node whose process serves it (None: no node's, e.g. the launcher's)
         self.data: dict[str, bytes] = {}
         self.clients = 0
+        self.gone = False  # its server's node crashed
         self.changed = WaitQueue(f"store {name}")
         self._sched = sched
 
@@ -69,13 +70,16 @@ class KVStore:
         return all(k in self.data for k in keys)
 
     def wait(self, keys: list[str], timeout: float | None) -> bool:
-        """Block until every key is set (False: ``timeout`` virtual seconds passed first)."""
+        """Block until every key is set (False: ``timeout`` virtual seconds passed first; its
+        server's crash: the client's connection is reset at once)."""
         deadline = None if timeout is None else self._sched.now + timeout
         while not self.check(keys):
             left = None if deadline is None else deadline - self._sched.now
             if left is not None and left <= 0:
                 return False
             self._sched.block(self.changed, left)
+            if self.gone:
+                raise StoreGone(f"the server of store {self.name} is gone")
         return True
 
     def delete_key(self, key: str) -> bool:
@@ -151,6 +155,13 @@ class Stores:
                 return False
             self._sched.block(store.changed, left)
         return True
+
+    def node_crashed(self, node: int) -> None:
+        """The stores ``node`` served are gone: clients waiting on them learn it now."""
+        for store in self._stores.values():
+            if store.home == node and not store.gone:
+                store.gone = True
+                self._sched.notify_all(store.changed)
 
     def _served(self, address: str) -> KVStore | None:
         store = self._stores.get(address)

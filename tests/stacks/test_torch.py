@@ -325,3 +325,30 @@ def test_point_to_point_all_to_all_subgroups_and_object_collectives() -> None:
         assert r["p2p"] == [float(rank ^ 1)] * 3
         assert r["subgroup_sum"] == float((rank // 2) * 4 + 1)
         assert r["object"] == {"from": 0}
+
+
+def store_server_crash_job() -> str:
+    """Rank 0 serves a TCPStore; node 1's ranks wait for a key that never comes."""
+    import time
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    store = dist.TCPStore("node0", 29502, 4, rank == 0, timeout=timedelta(seconds=300))
+    if rank < 2:
+        time.sleep(3600.0)  # node 0 crashes at 1 s
+    start = time.monotonic()
+    try:
+        store.get("never-set")
+    except dist.DistNetworkError as exc:
+        return f"{type(exc).__name__} after {time.monotonic() - start:.1f}s: {exc}"
+    return "got it"
+
+
+def test_a_tcpstore_whose_node_crashes_resets_its_waiting_clients_at_once() -> None:
+    result = _cluster(faults=[CrashNode(node=0, at_time=1.0)]).run(store_server_crash_job)
+    assert set(result.crashed) == {0, 1}
+    for rank in (2, 3):
+        assert result.returns[rank].startswith("DistNetworkError after 1.0s: Connection reset by peer"), \
+            result.returns[rank]

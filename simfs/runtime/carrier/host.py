@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 _PRELOADED = ("numpy", "numpy.random", "torch", "torch._dynamo")
 
 
-def _preload() -> None:
+def preload() -> None:
     """Import numpy and torch (when installed) before forking: every rank then starts with them
     imported (a fork shares their pages; importing torch in each rank takes a second or more),
     and their global generators seeded from the run's seed (rank.py), not at a later import."""
@@ -69,10 +69,10 @@ class ProcessCarrier:
         self.requests = 0  # served so far: the watchdog's sign of progress
         self.confinement: Confinement | None = None
         self._where: dict[int, str] = {}  # task id -> where its rank code made its last request
-        _preload()
+        preload()
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
-        stores = Stores(sched, world.latency, lambda node: node not in machine.crashed_nodes)
-        dist = DistRequests(world, stores, lambda rank: self.ranks[rank].proc.node)
+        self.stores = Stores(sched, world.latency, lambda node: node not in machine.crashed_nodes)
+        dist = DistRequests(world, self.stores, lambda rank: self.ranks[rank].proc.node)
         for op, serve in dist.handlers().items():
             self._handlers[op] = lambda rank, *args, serve=serve: serve(rank.proc.rank, *args)
 
@@ -218,6 +218,7 @@ class ProcessCarrier:
         for rank in self.ranks.values():
             if rank.proc.node == node:
                 rank.kill(why)
+        self.stores.node_crashed(node)
 
     def stop_running(self, why: str, *, stacks: bool) -> None:
         """Kill the rank process that holds the turn (Ctrl-C, or the watchdog); with ``stacks``,
