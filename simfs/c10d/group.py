@@ -81,6 +81,12 @@ class SimProcessGroup(dist.ProcessGroup):
         name: str = dist.distributed_c10d._world.pg_names[self]
         return name
 
+    @property
+    def _device_types(self) -> list[torch.device]:  # type: ignore[override]  # a property in C++ too
+        """The devices it serves (c10d lists those of its registered backends; DCP's async_save and
+        object collectives ask): CPU tensors, as gloo."""
+        return [torch.device("cpu")]
+
     def __repr__(self) -> str:
         return f"<simfs ProcessGroup {self._host_name} rank {self._rank} of {self._size}>"
 

@@ -352,3 +352,21 @@ def test_a_tcpstore_whose_node_crashes_resets_its_waiting_clients_at_once() -> N
     for rank in (2, 3):
         assert result.returns[rank].startswith("DistNetworkError after 1.0s: Connection reset by peer"), \
             result.returns[rank]
+
+
+def async_save_job() -> list[float]:
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    rank, size = dist.get_rank(), dist.get_world_size()
+    dcp.async_save({f"w{rank}": torch.full((2,), float(rank))}, checkpoint_id="/shared/async").result()
+    dist.barrier()
+    state = {f"w{r}": torch.zeros(2) for r in range(size)}
+    dcp.load(state, checkpoint_id="/shared/async")
+    return [float(state[f"w{r}"][0]) for r in range(size)]
+
+
+def test_dcp_async_save_then_load() -> None:
+    """DCP's async_save needs a group that serves CPU tensors (as gloo does)."""
+    returns = _ok(_cluster().run(async_save_job))
+    assert all(values == [0.0, 1.0, 2.0, 3.0] for values in returns.values())
