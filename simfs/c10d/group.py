@@ -82,7 +82,7 @@ class SimProcessGroup(dist.ProcessGroup):
         return name
 
     @property
-    def _device_types(self) -> list[torch.device]:  # type: ignore[override]  # a property in C++ too
+    def _device_types(self) -> list[torch.device]:
         """The devices it serves (c10d lists those of its registered backends; DCP's async_save and
         object collectives ask): CPU tensors, as gloo."""
         return [torch.device("cpu")]
