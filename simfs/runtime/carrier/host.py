@@ -47,6 +47,9 @@ def preload() -> None:
     imported (a fork shares their pages; importing torch in each rank takes a second or more),
     and their global generators seeded from the run's seed (rank.py), not at a later import."""
     for name in _PRELOADED:
+        parent = name.rpartition(".")[0]
+        if parent and sys.modules.get(parent) is None:
+            continue  # its package is not installed, or blocked (sys.modules[name] = None)
         if name not in sys.modules and importlib.util.find_spec(name) is not None:
             importlib.import_module(name)
     if "torch.distributed" in sys.modules:  # what a rank process running c10d sets up (simfs/c10d)
