@@ -247,7 +247,8 @@ class SimProcessGroup(dist.ProcessGroup):
         return finished(tensors)
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int = 0) -> Any:
-        raise NotImplementedError("simfs: recv from any source is not simulated; name the source rank")
+        raise RuntimeError("simfs: recv from any source is not simulated (a message's sender would be the "
+                           "scheduler's choice); name the source rank")
 
 
 def _split(tensor: torch.Tensor, splits: list[int], size: int) -> list[torch.Tensor]:

@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Store
 
+from ..runtime.carrier.remotedist import tensor_from_parts, tensor_parts
 from ..runtime.kvstore import StoreGone, compare_and_swap
 from .group import Host
 
@@ -33,21 +34,21 @@ def _bytes(value: Any) -> bytes:
 
 def encode_tensor(tensor: torch.Tensor) -> bytes:
     """A tensor as bytes another rank process decodes (the host never loads them)."""
-    flat = tensor.detach().cpu().contiguous().reshape(-1)
-    data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-    return pickle.dumps((str(tensor.dtype).removeprefix("torch."), list(tensor.shape), data))
+    return pickle.dumps(tensor_parts(tensor))
 
 
 def decode_tensor(data: bytes) -> torch.Tensor:
-    dtype, shape, raw = pickle.loads(data)
-    kind = getattr(torch, dtype)
-    if not raw:
-        return torch.empty(shape, dtype=kind)
-    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(kind).reshape(shape)
+    decoded: torch.Tensor = tensor_from_parts(*pickle.loads(data))
+    return decoded
 
 
 class _KeyValueStore(Store):
-    """The Store interface over five primitives a subclass provides."""
+    """The Store interface over one primitive, ``op(name, *args)``, that a subclass gives: where
+    its keys live."""
+
+    def __init__(self, op: Callable[..., Any]) -> None:
+        super().__init__()
+        self._op = op
 
     def _seconds(self, timeout: timedelta | None = None) -> float:
         default: timedelta = self.timeout  # type: ignore[attr-defined]  # a property of c10d's Store, unstubbed
@@ -105,20 +106,17 @@ class _KeyValueStore(Store):
     def has_extended_api(self) -> bool:
         return True
 
-    def _op(self, op: str, *args: Any) -> Any:
-        raise NotImplementedError
-
 
 class HostStore(_KeyValueStore):
     """A store in the host: every rank process that names it shares its keys."""
 
     def __init__(self, host: Host, name: str, timeout: timedelta = DEFAULT_TIMEOUT) -> None:
-        super().__init__()
+        super().__init__(self._ask_host)
         self._host = host
         self._name = name
         self.set_timeout(timeout)
 
-    def _op(self, op: str, *args: Any) -> Any:
+    def _ask_host(self, op: str, *args: Any) -> Any:
         try:
             return self._host.ask("store", self._name, op, list(args))
         except StoreGone as gone:
@@ -173,7 +171,7 @@ class FileStore(_KeyValueStore):
     read and written under an exclusive flock(2); a wait polls every 10 ms of virtual time."""
 
     def __init__(self, file_name: str, world_size: int = -1) -> None:
-        super().__init__()
+        super().__init__(self._on_file)
         self.path = os.fspath(file_name)
         self.num_workers = world_size
         self._cache: dict[str, bytes] = {}
@@ -222,7 +220,7 @@ class FileStore(_KeyValueStore):
         else:
             self._cache[key] = value
 
-    def _op(self, op: str, *args: Any) -> Any:
+    def _on_file(self, op: str, *args: Any) -> Any:
         if op in ("get", "wait", "multi_get"):
             keys = [args[0]] if op == "get" else list(args[0])
             if not self._poll(keys, float(args[1])):

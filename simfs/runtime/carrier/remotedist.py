@@ -85,13 +85,14 @@ def _encode(payload: Any) -> Any:
     if payload is None:
         return None
     if _is_tensor(payload):
-        return (_TENSOR, *_tensor_parts(payload))
+        return (_TENSOR, *tensor_parts(payload))
     if isinstance(payload, list) and payload and all(_is_tensor(t) for t in payload):
-        return (_TENSORS, [_tensor_parts(t) for t in payload])
+        return (_TENSORS, [tensor_parts(t) for t in payload])
     return (_PICKLED, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def _tensor_parts(tensor: Any) -> tuple[str, list[int], bytes]:
+def tensor_parts(tensor: Any) -> tuple[str, list[int], bytes]:
+    """A tensor as plain data: its dtype's name, its shape and its bytes (tensor_from_parts undoes it)."""
     import torch
 
     flat = tensor.detach().cpu().contiguous().reshape(-1)
@@ -99,7 +100,7 @@ def _tensor_parts(tensor: Any) -> tuple[str, list[int], bytes]:
     return str(tensor.dtype).removeprefix("torch."), list(tensor.shape), data
 
 
-def _tensor(dtype: str, shape: list[int], data: bytes) -> Any:
+def tensor_from_parts(dtype: str, shape: list[int], data: bytes) -> Any:
     import torch
 
     kind = getattr(torch, dtype)
@@ -113,7 +114,7 @@ def _decode(item: Any) -> Any:
         return None
     tag = item[0]
     if tag == _TENSOR:
-        return _tensor(*item[1:])
+        return tensor_from_parts(*item[1:])
     if tag == _TENSORS:
-        return [_tensor(*parts) for parts in item[1]]
+        return [tensor_from_parts(*parts) for parts in item[1]]
     return pickle.loads(item[1])
