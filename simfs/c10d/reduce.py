@@ -17,7 +17,7 @@ _BY_NAME = {"sum": ReduceOp.SUM, "avg": ReduceOp.AVG, "product": ReduceOp.PRODUC
 
 def reduce(op: Any, tensors: list[torch.Tensor]) -> torch.Tensor:
     """``op`` (a ReduceOp, or its RedOpType) over ``tensors``, in the first one's dtype."""
-    stacked = torch.stack(tensors)
+    stacked = stack(tensors)
     if op == ReduceOp.SUM:
         return stacked.sum(0).to(tensors[0].dtype)
     if op == ReduceOp.PRODUCT:
@@ -32,6 +32,20 @@ def reduce(op: Any, tensors: list[torch.Tensor]) -> torch.Tensor:
         if op == bitwise:
             return functools.reduce(combine, tensors)
     raise ValueError(f"simfs: unsupported ReduceOp {op}")
+
+
+def stack(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.stack(tensors)``, without a copy when they already lie one after another in one
+    buffer (as a collective's tensors are read: runtime/carrier/outbox.py)."""
+    first = tensors[0]
+    step = first.numel()
+    storage = first.untyped_storage().data_ptr()
+    if first.is_contiguous() and all(
+            t.is_contiguous() and t.dtype == first.dtype and t.shape == first.shape
+            and t.untyped_storage().data_ptr() == storage and t.storage_offset() == first.storage_offset() + i * step
+            for i, t in enumerate(tensors)):
+        return first.as_strided((len(tensors), *first.shape), (step, *first.stride()))
+    return torch.stack(tensors)
 
 
 def op_named(name: str) -> Any:

@@ -20,7 +20,6 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Store
 
-from ..runtime.carrier.remotedist import tensor_from_parts, tensor_parts
 from ..runtime.kvstore import StoreGone, compare_and_swap
 from .group import Host
 
@@ -33,13 +32,19 @@ def _bytes(value: Any) -> bytes:
 
 
 def encode_tensor(tensor: torch.Tensor) -> bytes:
-    """A tensor as bytes another rank process decodes (the host never loads them)."""
-    return pickle.dumps(tensor_parts(tensor))
+    """A tensor as bytes another rank process decodes (the host never loads them): its dtype's
+    name, its shape and its bytes."""
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    return pickle.dumps((str(tensor.dtype).removeprefix("torch."), list(tensor.shape), data))
 
 
 def decode_tensor(data: bytes) -> torch.Tensor:
-    decoded: torch.Tensor = tensor_from_parts(*pickle.loads(data))
-    return decoded
+    dtype, shape, raw = pickle.loads(data)
+    kind = getattr(torch, dtype)
+    if not raw:
+        return torch.empty(shape, dtype=kind)
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(kind).reshape(shape)
 
 
 class _KeyValueStore(Store):

@@ -27,6 +27,7 @@ from . import rank as rank_side
 from . import wire
 from .handle import Forward, RankProcess
 from .hostdist import DistRequests
+from .outbox import Outboxes
 from .requests import ProcessRequests
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class ProcessCarrier:
         preload()
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
         self.stores = Stores(sched, world.latency, lambda node: node not in machine.crashed_nodes)
+        self.outboxes = Outboxes.create(len(world.world.ranks))  # the ranks' collectives' tensors
         dist = DistRequests(world, self.stores, lambda rank: self.ranks[rank].proc.node)
         for op, serve in dist.handlers().items():
             self._handlers[op] = lambda rank, *args, serve=serve: serve(rank.proc.rank, *args)
@@ -92,7 +94,8 @@ class ProcessCarrier:
         pid = os.fork()
         if pid == 0:
             _real.close(host_end)
-            rank_side.main(rank_end, stacks, proc, self.sched.next_tid, job, args, kwargs, parent=host)
+            rank_side.main(rank_end, stacks, self.outboxes.of_rank(proc.rank), proc, self.sched.next_tid, job, args,
+                           kwargs, parent=host)
         _real.close(rank_end)
         rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks)
         for signum, handler in list(proc.signal_handlers.items()):
@@ -244,3 +247,4 @@ class ProcessCarrier:
             wire.forget(rank.fd)
             _real.close(rank.fd)
             _real.close(rank.stacks)
+        self.outboxes.close()

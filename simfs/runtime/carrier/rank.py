@@ -27,6 +27,7 @@ from ...report import format_exception, user_frame, where_raised
 from ..process import Process
 from ..scheduler import TASKS, Task
 from . import wire
+from .outbox import Outbox
 from .remote import LOCAL, RemoteMachine, RemoteScheduler, RemoteSyscalls
 from .remotedist import RemoteWorld
 
@@ -123,13 +124,13 @@ class Dispositions(dict[int, Any]):
         self._link.ask("disposition", int(signum), kind)
 
 
-def main(fd: int, stacks_fd: int, proc: Process, tid: int, job: Callable[..., Any], args: tuple[Any, ...],
-         kwargs: dict[str, Any], parent: int) -> None:
-    """The rank process from fork to exit."""
+def main(fd: int, stacks_fd: int, outbox: Outbox, proc: Process, tid: int, job: Callable[..., Any],
+         args: tuple[Any, ...], kwargs: dict[str, Any], parent: int) -> None:
+    """The rank process from fork to exit (``outbox``: its collectives' tensors, outbox.py)."""
     code = 0
     try:
         _die_with(parent)
-        _shed_host_descriptors(keep=(0, 1, 2, fd, stacks_fd))
+        _shed_host_descriptors(keep=(0, 1, 2, fd, stacks_fd, *outbox.descriptors))
         wire.forget()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's: it ends the ranks
         stacks = os.fdopen(stacks_fd, "w")
@@ -141,7 +142,7 @@ def main(fd: int, stacks_fd: int, proc: Process, tid: int, job: Callable[..., An
         link = Link(fd, proc)
         link.add_thread(tid)
         _reseed(proc)
-        _become(link, proc, tid)
+        _become(link, proc, tid, outbox)
         wire.send(fd, ("hello", confinement.landlock_abi, dict(confinement.confined), dict(confinement.unconfined)))
         link.answer(tid)  # the scheduler's first turn
         kind, *outcome = _outcome(lambda: _main_thread(job, args, kwargs, proc))
@@ -238,7 +239,7 @@ def _shed_host_descriptors(keep: tuple[int, ...]) -> None:
     _real.close(null)
 
 
-def _become(link: Link, proc: Process, tid: int) -> None:
+def _become(link: Link, proc: Process, tid: int, outbox: Outbox) -> None:
     """Make this process's main thread the rank's task, with remote stand-ins for the host's
     Syscalls, Machine and Scheduler."""
     local = proc.sys
@@ -254,7 +255,7 @@ def _become(link: Link, proc: Process, tid: int) -> None:
     local.machine.reads_on_rank = None  # its real reads are decided here, by this process's stack
     proc.sys = RemoteSyscalls(link.ask, local, machine)
     proc.signal_handlers = Dispositions(proc.signal_handlers, link)
-    proc.dist = RemoteWorld(link.ask, proc.dist, proc.rank)
+    proc.dist = RemoteWorld(link.ask, proc.dist, proc.rank, outbox)
     TASKS.clear()
     glet = getcurrent()
     task.glet = glet

@@ -1,8 +1,9 @@
 """simfs's simulated torch.distributed as a rank process sees it: the process groups' collectives
 meet in the host's DistWorld (requests to the host, like every other call); group handles,
 membership and the rank's own initialised state stay in the process. Payloads cross as plain
-data: a tensor as its dtype, shape and bytes; any other object as a pickle that only other rank
-processes load (as torch's object collectives pickle them), never the host."""
+data: tensors as where they lie in their rank's outbox (outbox.py: the bytes go through shared
+memory, never through the host); any other object as a pickle that only other rank processes load
+(as torch's object collectives pickle them), never the host."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from typing import Any
 
 from ..dist import DistWorld, SimGroup, named_group
+from .outbox import Outbox
 from .remote import Ask
 
 _TENSOR, _TENSORS, _PICKLED = "tensor", "tensors", "pickled"
@@ -29,8 +31,9 @@ class _Initialized:
 class RemoteWorld:
     """The DistWorld calls of simfs's torch.distributed interception (_intercept/torchdist.py)."""
 
-    def __init__(self, ask: Ask, local: DistWorld, rank: int) -> None:
+    def __init__(self, ask: Ask, local: DistWorld, rank: int, outbox: Outbox) -> None:
         self._ask = ask
+        self._outbox = outbox
         self.native = local.native
         self.initialized = _Initialized(local.initialized[rank])
         self.world = SimGroup(local, list(local.world.ranks), local.world.name, local.world.timeout)
@@ -62,8 +65,40 @@ class RemoteWorld:
     def collective_named(self, name: str, kind: str, payload: Any, *, timeout: float | None = None,
                          nbytes: int = 0) -> list[Any]:
         """The next collective of the group the host knows as ``name``: every rank's payload."""
-        everyone: list[Any] = self._ask("dist_collective", name, kind, _encode(payload), timeout, nbytes)
-        return [_decode(item) for item in everyone]
+        try:
+            everyone: list[Any] = self._ask("dist_collective", name, kind, self._encode(name, payload), timeout,
+                                            nbytes)
+        except Exception:
+            self._outbox.give_up(name)
+            raise
+        return self._decode(everyone)
+
+    def _encode(self, group: str, payload: Any) -> Any:
+        if payload is None:
+            return None
+        if _is_tensor(payload):
+            return (_TENSOR, self._outbox.post(group, [payload]))
+        if isinstance(payload, list) and payload and all(_is_tensor(t) for t in payload):
+            return (_TENSORS, self._outbox.post(group, payload))
+        return (_PICKLED, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _decode(self, everyone: list[Any]) -> list[Any]:
+        """Every rank's payload; the i-th tensors of all ranks are read together (Outbox.read)."""
+        places = {r: item[1] for r, item in enumerate(everyone) if item is not None and item[0] != _PICKLED}
+        tensors: dict[int, list[Any]] = {r: [] for r in places}
+        for i in range(max(map(len, places.values()), default=0)):
+            holders = [r for r, theirs in places.items() if i < len(theirs)]
+            for r, tensor in zip(holders, self._outbox.read([places[r][i] for r in holders])):
+                tensors[r].append(tensor)
+        decoded: list[Any] = []
+        for r, item in enumerate(everyone):
+            if item is None:
+                decoded.append(None)
+            elif item[0] == _PICKLED:
+                decoded.append(pickle.loads(item[1]))
+            else:
+                decoded.append(tensors[r][0] if item[0] == _TENSOR else tensors[r])
+        return decoded
 
     def ask(self, op: str, *args: Any) -> Any:
         """Any other request to the host (simfs/c10d's groups and stores)."""
@@ -79,42 +114,3 @@ def _seconds(timeout: Any) -> float | None:
 def _is_tensor(value: Any) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(value, torch.Tensor)
-
-
-def _encode(payload: Any) -> Any:
-    if payload is None:
-        return None
-    if _is_tensor(payload):
-        return (_TENSOR, *tensor_parts(payload))
-    if isinstance(payload, list) and payload and all(_is_tensor(t) for t in payload):
-        return (_TENSORS, [tensor_parts(t) for t in payload])
-    return (_PICKLED, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def tensor_parts(tensor: Any) -> tuple[str, list[int], bytes]:
-    """A tensor as plain data: its dtype's name, its shape and its bytes (tensor_from_parts undoes it)."""
-    import torch
-
-    flat = tensor.detach().cpu().contiguous().reshape(-1)
-    data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-    return str(tensor.dtype).removeprefix("torch."), list(tensor.shape), data
-
-
-def tensor_from_parts(dtype: str, shape: list[int], data: bytes) -> Any:
-    import torch
-
-    kind = getattr(torch, dtype)
-    if not data:
-        return torch.empty(shape, dtype=kind)
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(kind).reshape(shape)
-
-
-def _decode(item: Any) -> Any:
-    if item is None:
-        return None
-    tag = item[0]
-    if tag == _TENSOR:
-        return tensor_from_parts(*item[1:])
-    if tag == _TENSORS:
-        return [tensor_from_parts(*parts) for parts in item[1]]
-    return pickle.loads(item[1])
