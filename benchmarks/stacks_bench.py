@@ -29,12 +29,18 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stacks_worker
 NPROC = 4
 
 
-def _output(command: list[str]) -> dict[str, float]:
-    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=900)
-    if done.returncode:
-        raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+def _output(command: list[str], tries: int = 3) -> dict[str, float]:
+    """The job's JSON line. A run that fails is tried again (up to ``tries`` in all), noted on
+    stderr: torch's gloo now and then aborts a worker at exit ("terminate called without an
+    active exception") after the job finished."""
+    for attempt in range(1, tries + 1):
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=900)
+        if not done.returncode:
+            result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+            return result
+        print(f"run {attempt} of {' '.join(command)} failed (exit {done.returncode}):\n{done.stderr[-2000:]}",
+              file=sys.stderr)
+    raise SystemExit(f"{' '.join(command)} failed {tries} times")
 
 
 def torchrun(job: str) -> list[str]:

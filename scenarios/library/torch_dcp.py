@@ -2,7 +2,8 @@
 directory of the last checkpoint rewrites its files in place: a crash in the middle leaves
 some ranks' new data next to others' old data and the old ``.metadata`` (or none), and the
 restarted job loads a mix or nothing. Saving each step into its own directory and committing
-it (fsync, then an atomic `latest`) keeps the last complete checkpoint loadable."""
+it (fsync, then an atomic `latest`) keeps the last complete checkpoint loadable. Each rank is a
+process running torch's own c10d, as DCP runs on a real cluster."""
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ def step_dir_recover() -> int:
 
 
 @scenario("dcp-overwrite", recover=overwrite_recover, crashes=True, nodes=2, ranks_per_node=1, max_examples=300,
+          carrier="process",
           expect=dict.fromkeys(CRASH_PROFILES, "fail"), family=FAMILY, tags=("naive",))
 def dcp_overwrite() -> None:
     """dcp.save into one directory, then dcp.save of the next step into the same directory (DCP torn overwrite).
@@ -95,7 +97,8 @@ def dcp_overwrite() -> None:
         dist.barrier()
 
 
-@scenario("dcp-step-dirs", recover=step_dir_recover, crashes=True, nodes=2, ranks_per_node=1, max_examples=100,
+@scenario("dcp-step-dirs", recover=step_dir_recover, crashes=True, nodes=2, ranks_per_node=1, max_examples=60,
+          carrier="process",
           expect=dict.fromkeys(("local", "nfs", "lustre", "objectstore"), "pass"), family=FAMILY, tags=("fixed",))
 def dcp_step_dirs() -> None:
     """dcp.save of each step into a new directory; rank 0 fsyncs it, then moves `latest` atomically.

@@ -27,6 +27,7 @@ from ...report import format_exception, user_frame, where_raised
 from ..process import Process
 from ..scheduler import TASKS, Task
 from . import wire
+from .nocuda import refuse_cuda
 from .outbox import Outbox
 from .remote import LOCAL, RemoteMachine, RemoteScheduler, RemoteSyscalls
 from .remotedist import RemoteWorld
@@ -142,6 +143,7 @@ def main(fd: int, stacks_fd: int, outbox: Outbox, proc: Process, tid: int, job: 
         link = Link(fd, proc)
         link.add_thread(tid)
         _reseed(proc)
+        refuse_cuda()
         _become(link, proc, tid, outbox)
         wire.send(fd, ("hello", confinement.landlock_abi, dict(confinement.confined), dict(confinement.unconfined)))
         link.answer(tid)  # the scheduler's first turn
