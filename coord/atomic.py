@@ -39,7 +39,9 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
                  newline: str | None = None, durable: bool = True) -> Iterator[IO[Any]]:
     """``with atomic_write(path) as f: f.write(...)``: the new content replaces ``path`` only if
     the block finishes; on any error the temporary file is removed and the old content stays.
-    ``durable`` fsyncs the file before the rename and the directory after it."""
+    ``durable`` fsyncs the file before the rename and the directory after it: the new content
+    survives a crash once this returns, provided the directory's own entry is durable (it existed
+    durably, or coord.makedirs_once made it)."""
     if mode not in _WRITE_MODES:
         raise ValueError(f"atomic_write: mode must be one of {_WRITE_MODES}, got {mode!r}")
     target = os.path.abspath(os.fspath(path))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator
 
 import simfs
 from simfs.faults import PowerLoss
@@ -47,19 +48,8 @@ def exhaust(target: Target, *, limit: int, started: float) -> Finding:
     seen: set[tuple[bytes, ...]] = set()
     runs = 1
     for cut in range(total + 1):
-        index, offered = 0, 1
-        while index < offered:
-            crash = Crash(PowerLoss(after_ops=cut) if cut < total else None, pick=index, exact=True)
-            example = Example(crash=crash)
-            counts: list[int] = []
-            cluster, execution = start(target, example, crash.picker(counts))
-            offered, index = max(counts, default=1), index + 1
-            image = cluster_image(cluster)
-            if image in seen:
-                continue
-            seen.add(image)
+        for example, execution in states_at(target, cut, total, seen):
             runs += 1
-            execution = finish(cluster, target, example, execution)
             if execution.failure is not None:
                 return finding_of(target, example, execution, examples=runs, wall=time.perf_counter() - started,
                                   found_at=runs, notes=[_summary(len(seen), cut, total)])
@@ -67,6 +57,26 @@ def exhaust(target: Target, *, limit: int, started: float) -> Finding:
                 return _passed(target, simple, runs, started, [f"bounded: stopped at {limit} distinct crash states "
                                                              f"(cut {cut} of {total})"])
     return _passed(target, simple, runs, started, [_summary(len(seen), total, total)])
+
+
+def states_at(target: Target, cut: int, total: int,
+              seen: set[tuple[bytes, ...]] | None = None) -> Iterator[tuple[Example, Execution]]:
+    """Each crash state of a power loss before operation ``cut`` of the job's ``total`` (``cut ==
+    total``: right after the job ended) whose disks are not in ``seen`` (which gets them), with the
+    restarted job run and judged on it."""
+    seen = set() if seen is None else seen
+    index, offered = 0, 1
+    while index < offered:
+        crash = Crash(PowerLoss(after_ops=cut) if cut < total else None, pick=index, exact=True)
+        example = Example(crash=crash)
+        counts: list[int] = []
+        cluster, execution = start(target, example, crash.picker(counts))
+        offered, index = max(counts, default=1), index + 1
+        image = cluster_image(cluster)
+        if image in seen:
+            continue
+        seen.add(image)
+        yield example, finish(cluster, target, example, execution)
 
 
 def _summary(states: int, cut: int, total: int) -> str:
