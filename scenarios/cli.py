@@ -16,6 +16,7 @@ from typing import Any
 
 import simfs
 from simfs.cluster import CARRIERS
+from simfs.fs import persistence
 
 from .exitcodes import EXIT_INTERRUPTED, EXIT_STALLED, EXIT_UNEXPECTED, EXIT_USAGE
 from .mix import fault_kinds
@@ -202,6 +203,9 @@ def cmd_profiles(args: argparse.Namespace) -> int:
             print(f"    source: {source}")
         else:
             print(f"    source: none documented; the simfs default ({simfs.profiles.describe(key)})")
+        if key == "persistence":
+            for rule, why in persistence.get(value).rules:
+                print(f"    rule: {rule}\n        source: {why}")
     if args.save:
         profile.save(args.save)
         print(f"saved: {args.save}")

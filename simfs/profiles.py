@@ -38,6 +38,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "flock": ("cluster", "node", "none"),
     "unlink_open": ("posix", "estale"),
     "crash_order": ("prefix", "omit_one"),
+    "persistence": ("posix", "ext4", "xfs"),
     "change_detection": ("change_attr", "timestamps"),
     "dir_mtime": ("real", "fixed"),
 }
@@ -118,8 +119,14 @@ class Profile:
                  "gone, so the other node's next I/O gets ESTALE ('estale')")
     silly_rename: bool = _param(
         False, "unlinking a file this node has open renames it to a hidden .nfs name until the last close (bool)")
+    persistence: Literal["posix", "ext4", "xfs"] = _param(
+        "posix", "the persistence model of the server's disk, what a crash keeps of what was not made durable "
+                 "(`simfs profiles NAME` lists its rules and sources): 'posix' only what fsync promises; 'ext4' "
+                 "(data=ordered, auto_da_alloc) and 'xfs' keep metadata operations in order and commit them all "
+                 "at any fsync")
     crash_order: Literal["prefix", "omit_one"] = _param(
-        "prefix", "which unsynced operations a server crash keeps: a prefix, or a prefix with one omitted")
+        "prefix", "which unsynced operations a server crash keeps: a prefix, or a prefix with one omitted (an "
+                  "ordered persistence model: of the unsynced writes)")
     torn_sector: int = _param(
         4096, "a write not yet durable tears at this granularity in a crash, bytes >= 0 (0: writes persist whole)")
     mtime_granularity: float = _param(
@@ -315,6 +322,8 @@ _JIFFY = ("Documentation/filesystems/multigrain-ts.rst: inode times come from th
           "4 ms at CONFIG_HZ=250 (Ubuntu generic kernels). Linux >= 6.13 stamps ext4/XFS/btrfs/tmpfs files "
           "fine-grained once their times were queried: use 0.0 for such servers")
 _NO_CAPACITY = "no documented default (a filesystem is as big as it was made); "
+_SERVER_FS = ("the server's backing filesystem is the site's choice (ext4, XFS, ZFS...) and no default is "
+              "documented: 'posix' assumes only what fsync promises; set 'ext4' or 'xfs' to match your servers")
 _PERF = ("not a semantic and not documented anywhere: an illustrative order of magnitude; measure your cluster "
          "and override")
 
@@ -322,9 +331,10 @@ _PERF = ("not a semantic and not documented anywhere: an illustrative order of m
 
 _BUILTIN: dict[str, Profile] = {
     "local": Profile(
-        name="local", on_node=True, crash_order="omit_one", mtime_granularity=JIFFY, capacity=float(TiB),
-        notes="a node's local disk (ext4): coherent (one kernel), space reserved at write() (delalloc), names "
-              "durable after fsync of the directory, torn writes at 4 KiB",
+        name="local", on_node=True, persistence="ext4", crash_order="omit_one", mtime_granularity=JIFFY,
+        capacity=float(TiB),
+        notes="a node's local disk (ext4, data=ordered): coherent (one kernel), space reserved at write() "
+              "(delalloc), metadata durable in order and at any fsync, unsynced writes lost or torn at 4 KiB",
         sources={
             "on_node": "a disk inside the node: its server is that node's kernel, so a crash of either is a power "
                        "loss of both",
@@ -333,8 +343,11 @@ _BUILTIN: dict[str, Profile] = {
                           "and EDQUOT surface at write()",
             "entry_durable": "fsync(2): 'Calling fsync() does not necessarily ensure that the entry in the "
                              "directory containing the file has also reached disk. For that an explicit fsync() "
-                             "on a file descriptor for the directory is also needed.'",
-            "crash_order": _ALICE,
+                             "on a file descriptor for the directory is also needed.' (ext4 also commits names "
+                             "at an fsync of any file: persistence)",
+            "persistence": "ext4 with mke2fs's and the kernel's defaults: data=ordered and auto_da_alloc "
+                           "(Documentation/admin-guide/ext4.rst); `simfs profiles local` lists the model's rules",
+            "crash_order": _ALICE + " (under ext4: of the unsynced writes, which persist apart from metadata)",
             "torn_sector": "ext4's 4 KiB block (mke2fs.conf blocksize = 4096); ALICE (OSDI'14) tears unsynced "
                            "writes at block granularity",
             "mtime_granularity": _JIFFY,
@@ -386,6 +399,7 @@ _BUILTIN: dict[str, Profile] = {
                            "chimera-nas/chimera PR #286",
             "silly_rename": "fs/nfs/dir.c nfs_unlink -> nfs_sillyrename (fs/nfs/unlink.c): a hidden '.nfs' name "
                             "until the last close",
+            "persistence": _SERVER_FS,
             "crash_order": _ALICE + " (data written UNSTABLE and not yet COMMITted)",
             "mtime_granularity": _JIFFY,
             "change_detection": _NFS5 + " nfsvers: 'the client tries version 4.2 first'; 'NFS version 4 caching "
@@ -437,6 +451,7 @@ _BUILTIN: dict[str, Profile] = {
             "change_detection": "buffered mode caches per open file and reads the storage servers after a new "
                                 "open, file attributes are not cached: modelled as exact change detection "
                                 "(inferred)",
+            "persistence": _SERVER_FS,
             "crash_order": _ALICE + " (BeeGFS targets are ext4/XFS)",
             "mtime_granularity": "ThinkParQ/beegfs meta StatData keeps whole seconds (modificationTimeSecs, "
                                  "setModificationTimeSecs(getTimeval()->tv_sec))",
@@ -472,6 +487,7 @@ _BUILTIN: dict[str, Profile] = {
                              "restart (mount.lustre(8) recovery_time_soft 300 s / hard 900 s)",
             "flock": "mount.lustre(8) flock: 'coherent across all client nodes ... enabled by default in Lustre "
                      "2.12.3 and newer'; localflock = 'node'; noflock (ENOSYS) is not modelled",
+            "persistence": _SERVER_FS + " (ldiskfs OSTs are ext4-based, ZFS OSTs are not)",
             "crash_order": _ALICE + " (ldiskfs is ext4)",
             "mtime_granularity": "lustre/include/lu_object.h struct lu_attr: la_mtime / la_ctime are s64 seconds",
             "capacity": _NO_CAPACITY + "1 PiB stands for a shared cluster filesystem; set the real size",

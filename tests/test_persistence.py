@@ -20,6 +20,8 @@ from simfs.fs.inode import ROOT
 from simfs.fs.server import Server
 
 SECTOR = profiles.get("local").torn_sector  # 4096
+# the local disk under strict POSIX persistence: what these tests walk (ext4's ordering: test_persistence_models)
+POSIX_LOCAL = profiles.get("local").replace(persistence="posix")
 BIG = bytes(range(256)) * 40  # 10240 bytes: three sectors, the last one partial
 CRASH_MARK = "/shared/crash-here"  # a stat of this path is where CrashServer fires
 
@@ -60,7 +62,7 @@ def mark_crash_point() -> None:
         pass
 
 
-def server_crash_cluster(profile: str | simfs.Profile = "local", seed: int = 0, nodes: int = 1) -> simfs.Cluster:
+def server_crash_cluster(profile: str | simfs.Profile = POSIX_LOCAL, seed: int = 0, nodes: int = 1) -> simfs.Cluster:
     return simfs.Cluster(nodes=nodes, ranks_per_node=1, profile=profile, seed=seed,
                          faults=[simfs.CrashServer(mount="/shared", on=f"stat:{CRASH_MARK}")])
 
@@ -596,7 +598,7 @@ def all_crash_states(build):
         draws = full[:i] + [full[i] + 1]
 
 
-def new_server(profile: simfs.Profile | str = "local") -> Server:
+def new_server(profile: simfs.Profile | str = POSIX_LOCAL) -> Server:
     return Server(profiles.get(profile), lambda: 0.0, "/shared")
 
 
@@ -605,7 +607,7 @@ def state_of(server: Server, name: str) -> bytes | None:
     return None if ino is None else server.content(ino)
 
 
-def build_unsynced_write(profile="local", data=BIG):
+def build_unsynced_write(profile=POSIX_LOCAL, data=BIG):
     def build() -> Server:
         server = new_server(profile)
         ino, created, _ = server.create(ROOT, "f", 0o644, False)
@@ -622,7 +624,7 @@ def test_server_crash_states_of_an_unsynced_create_and_write():
 
 @pytest.mark.parametrize("sector", [512, 1024, 3000])
 def test_server_crash_tears_at_the_profiles_sector_size(sector):
-    prof = profiles.get("local").replace(torn_sector=sector)
+    prof = POSIX_LOCAL.replace(torn_sector=sector)
     outcomes = {state_of(s, "f") for _, s in all_crash_states(build_unsynced_write(prof))}
     lengths = {len(o) for o in outcomes if o is not None}
     assert lengths == set(range(0, len(BIG), sector)) | {len(BIG)}
@@ -633,7 +635,7 @@ def test_server_crash_tears_at_the_profiles_sector_size(sector):
 def test_server_crash_small_or_untearable_writes_are_never_torn():
     small = {state_of(s, "f") for _, s in all_crash_states(build_unsynced_write(data=b"x" * SECTOR))}
     assert small == {None, b"", b"x" * SECTOR}
-    whole = profiles.get("local").replace(torn_sector=0)
+    whole = POSIX_LOCAL.replace(torn_sector=0)
     untorn = {state_of(s, "f") for _, s in all_crash_states(build_unsynced_write(whole))}
     assert untorn == {None, b"", BIG}
 
@@ -663,7 +665,7 @@ def test_server_crash_states_after_file_and_directory_fsync():
 def test_server_crash_order_prefix_versus_omit_one(order):
     """Creates of a, b, c unsynced: 'prefix' persists a prefix of them; 'omit_one' may skip
     one operation of the persisted prefix."""
-    prof = profiles.get("local").replace(crash_order=order)
+    prof = POSIX_LOCAL.replace(crash_order=order)
 
     def build() -> Server:
         server = new_server(prof)

@@ -28,6 +28,7 @@ ENUMS = {
     "flock": ("cluster", "node", "none"),
     "unlink_open": ("posix", "estale"),
     "crash_order": ("prefix", "omit_one"),
+    "persistence": ("posix", "ext4", "xfs"),
     "change_detection": ("change_attr", "timestamps"),
     "dir_mtime": ("real", "fixed"),
 }

@@ -478,6 +478,7 @@ class Client:
 
     def closed(self, ino: int) -> None:
         """Last close on this node removes a silly-renamed file."""
+        self.server.closed(ino)
         left = self.opens.get(ino, 0) - 1
         if left > 0:
             self.opens[ino] = left

@@ -1,11 +1,15 @@
 """What a server acknowledged but has not made durable, and the durable image it applies to.
 
-The persistence model is ALICE's (OSDI'14) over a page cache: unsynced operations reach stable
-storage in order, a crash keeps any prefix of them (``prefix``), possibly with one operation of
-that prefix omitted (``omit_one``), and the last write of the prefix may be torn at the profile's
-sector size. Data lives in a page cache until written back, so a write that overwrites bytes an
-earlier unsynced write put there replaces them: the earlier version can no longer reach the disk,
-and memory grows with live data plus what a crash can still lose, not with bytes ever written.
+A persistence model (persistence.py) decides what a crash keeps. Under ``posix`` (ALICE's,
+OSDI'14) unsynced operations form one stream: a crash keeps any prefix of it (``prefix``),
+possibly with one operation of that prefix omitted (``omit_one``), and the last write of the
+prefix may be torn at the profile's sector size. Under an ordered model (``ext4``, ``xfs``)
+metadata operations form one stream that persists as a prefix and that any fsync commits whole,
+and file data another, which persists on its own (a prefix, one omitted, the last write torn);
+data that ``auto_da_alloc`` pushes out joins the metadata stream where it was pushed. Data lives
+in a page cache until written back, so a write that overwrites bytes an earlier unsynced write put
+there replaces them: the earlier version can no longer reach the disk, and memory grows with live
+data plus what a crash can still lose, not with bytes ever written.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol, cast
 
 from .inode import DIR, FILE, ROOT, Inode
+from .persistence import MODELS, Persistence
 
 
 class Draws(Protocol):
@@ -51,6 +56,7 @@ class DataUnit:
     offset: int
     data: bytes | None
     size: int = 0
+    forced: bool = False  # auto_da_alloc pushed it ahead of later metadata (an ordered model)
 
     def end(self) -> int:
         return self.offset + len(self.data) if self.data is not None else self.size
@@ -60,18 +66,27 @@ Unit = EntryUnit | DataUnit
 
 
 class CrashState(NamedTuple):
-    """Which unsynced operations a crash keeps: the first ``kept`` in order, except ``omitted``
-    (an index into them), the last one cut to ``torn`` bytes if it is a write."""
+    """Which unsynced operations a crash keeps. ``posix``: the first ``kept`` of them in order,
+    except ``omitted`` (an index into them), the last one cut to ``torn`` bytes if it is a write.
+    An ordered model: the first ``kept`` metadata operations, and the first ``data_kept`` unsynced
+    writes except ``omitted`` (an index into them), the last cut to ``torn`` bytes."""
 
     kept: int
     omitted: int | None = None
     torn: int | None = None
+    data_kept: int | None = None
 
-    def describe(self, total: int) -> str:
-        persisted = self.kept - (1 if self.omitted is not None else 0)
-        text = f"{persisted} of {total} unsynced operations persisted"
+    def describe(self, total: int, writes: int = 0) -> str:
+        """In words, of ``total`` unsynced operations (an ordered model: metadata operations, and
+        ``writes`` unsynced writes)."""
+        if self.data_kept is None:
+            persisted = self.kept - (1 if self.omitted is not None else 0)
+            text = f"{persisted} of {total} unsynced operations persisted"
+        else:
+            persisted = self.data_kept - (1 if self.omitted is not None else 0)
+            text = f"{self.kept} of {total} metadata operations and {persisted} of {writes} unsynced writes persisted"
         if self.omitted is not None:
-            text += f" (operation {self.omitted + 1} omitted)"
+            text += f" ({'write' if self.data_kept is not None else 'operation'} {self.omitted + 1} omitted)"
         if self.torn is not None:
             text += f", last write torn at {self.torn} bytes"
         return text
@@ -81,7 +96,9 @@ class Journal:
     """Unsynced operations of one server, in order, and the durable layer."""
 
     def __init__(self, *, omit_one: bool, torn_sector: int, entries_durable_at_op: bool,
-                 live: Callable[[int], Inode | None], clock: Callable[[], float]) -> None:
+                 live: Callable[[int], Inode | None], clock: Callable[[], float],
+                 persistence: Persistence = MODELS["posix"]) -> None:
+        self.model = persistence
         self.omit_one = omit_one
         self.torn_sector = torn_sector
         self.entries_durable_at_op = entries_durable_at_op
@@ -94,10 +111,13 @@ class Journal:
         self._span: dict[int, tuple[int, int]] = {}  # ino -> bytes its pending writes may cover
         self._links: dict[int, int] = {}  # durable directory entries naming each durable inode
         self._seq = 0
+        self._truncated_to_zero: set[int] = set()  # auto_da_alloc's replace-by-truncate, until the close
 
     # -- recording -------------------------------------------------------------------------
     def entry(self, unit: EntryUnit) -> None:
         if self.entries_durable_at_op:
+            if self.model.ordered_metadata:  # the server commits the journal: earlier metadata with it
+                self._persist_seqs(self._metadata_seqs())
             self._persist(unit)
         else:
             self._append(unit, self._by_dir, unit.dir)
@@ -112,6 +132,48 @@ class Journal:
     def truncate(self, ino: int, size: int) -> None:
         self._supersede(ino, size, None)
         self._append(DataUnit(ino, 0, None, size), self._by_ino, ino)
+        if size == 0 and self.model.auto_da_alloc:
+            self._truncated_to_zero.add(ino)  # fs/ext4/inode.c ext4_truncate: EXT4_STATE_DA_ALLOC_CLOSE
+
+    def replacing(self, ino: int) -> None:
+        """``ino`` is renamed over an existing file: with auto_da_alloc its pending data persists
+        before the rename (fs/ext4/namei.c ext4_rename -> ext4_alloc_da_blocks)."""
+        if self.model.auto_da_alloc:
+            self._force(ino)
+
+    def closed(self, ino: int) -> None:
+        """A close of ``ino``: with auto_da_alloc, a file truncated to zero since its last close
+        has its pending data pushed ahead of later metadata (fs/ext4/file.c ext4_release_file)."""
+        if ino in self._truncated_to_zero:
+            self._truncated_to_zero.discard(ino)
+            self._force(ino)
+
+    def _force(self, ino: int) -> None:
+        """Move ``ino``'s pending writes into the metadata stream, here (after every metadata
+        operation so far, before every later one)."""
+        seqs = self._by_ino.get(ino, [])
+        moved = [seq for seq in seqs if self._is_write(self._pending.get(seq))]
+        if not moved:
+            return
+        kept = [seq for seq in seqs if seq not in set(moved)]
+        for seq in moved:
+            unit = cast(DataUnit, self._pending.pop(seq))
+            unit.forced = True
+            self._seq += 1
+            self._pending[self._seq] = unit
+            kept.append(self._seq)
+        self._by_ino[ino] = kept
+
+    @staticmethod
+    def _is_write(unit: Unit | None) -> bool:
+        return isinstance(unit, DataUnit) and unit.data is not None and not unit.forced
+
+    def _is_metadata(self, unit: Unit) -> bool:
+        """In the metadata stream of an ordered model: names, truncations, pushed data."""
+        return not isinstance(unit, DataUnit) or unit.data is None or unit.forced
+
+    def _metadata_seqs(self) -> list[int]:
+        return [seq for seq, unit in self._pending.items() if self._is_metadata(unit)]
 
     def _append(self, unit: Unit, index: dict[int, list[int]], key: int) -> None:
         self._seq += 1
@@ -127,7 +189,9 @@ class Journal:
         seqs = self._by_ino[ino]
         kept = []
         for seq in seqs:
-            unit = self._pending[seq]
+            unit = self._pending.get(seq)
+            if unit is None:
+                continue  # persisted by a journal commit (an ordered model)
             if isinstance(unit, DataUnit) and unit.data is not None and not self._trim(unit, start, end):
                 del self._pending[seq]
                 continue
@@ -153,16 +217,24 @@ class Journal:
 
     # -- making durable ----------------------------------------------------------------------
     def commit(self, ino: int) -> None:
-        """fsync of a file (or an NFS COMMIT): its data is durable."""
+        """fsync of a file (or an NFS COMMIT): its data is durable (an ordered model: with every
+        metadata operation so far, as the journal commits)."""
         self._span.pop(ino, None)
-        self._persist_seqs(self._by_ino.pop(ino, []))
+        seqs = self._by_ino.pop(ino, [])
+        if self.model.ordered_metadata:
+            seqs = sorted({*seqs, *self._metadata_seqs()})
+        self._persist_seqs(seqs)
         live, durable = self._live(ino), self.durable.get(ino)
         if live is not None and durable is not None and live.kind == FILE:
             durable.mode = live.mode
 
     def sync_dir(self, ino: int) -> None:
-        """fsync of a directory: its entries are durable."""
-        self._persist_seqs(self._by_dir.pop(ino, []))
+        """fsync of a directory: its entries are durable (an ordered model: every metadata
+        operation so far, as the journal commits)."""
+        seqs = self._by_dir.pop(ino, [])
+        if self.model.ordered_metadata:
+            seqs = self._metadata_seqs()
+        self._persist_seqs(seqs)
 
     def pending_count(self) -> int:
         return len(self._pending)
@@ -248,30 +320,57 @@ class Journal:
             self._link(old, image, -1)
 
     # -- crashes ---------------------------------------------------------------------------------
+    def _streams(self) -> tuple[list[int], list[int]]:
+        """The pending operations' sequence numbers as the model orders them: posix, one stream
+        (and no writes apart); an ordered model, metadata and writes."""
+        if not self.model.ordered_metadata:
+            return list(self._pending), []
+        meta = [seq for seq, unit in self._pending.items() if self._is_metadata(unit)]
+        return meta, [seq for seq, unit in self._pending.items() if not self._is_metadata(unit)]
+
     def draw(self, draws: Draws) -> CrashState:
         """One crash state, drawn: how many persisted, which one omitted, where the last tore."""
-        units = list(self._pending.values())
-        kept = draws.choose(len(units) + 1) if units else 0
+        meta, writes = self._streams()
+        kept = draws.choose(len(meta) + 1) if meta else 0
+        if not self.model.ordered_metadata:
+            omitted, torn = self._draw_losses(draws, meta, kept)
+            return CrashState(kept, omitted, torn)
+        data_kept = draws.choose(len(writes) + 1) if writes else 0
+        omitted, torn = self._draw_losses(draws, writes, data_kept)
+        return CrashState(kept, omitted, torn, data_kept)
+
+    def _draw_losses(self, draws: Draws, stream: list[int], kept: int) -> tuple[int | None, int | None]:
         omitted = None
         if self.omit_one and kept > 1:
             pick = draws.choose(kept + 1)  # == kept: nothing omitted
             omitted = pick if pick < kept else None
-        cuts = self._tear_points(units[kept - 1] if kept else None)
+        cuts = self._tear_points(self._pending[stream[kept - 1]] if kept else None)
         torn = None
         if cuts:
             cut = draws.choose(len(cuts) + 1)  # == len(cuts): the write persisted whole
             torn = cuts[cut] if cut < len(cuts) else None
-        return CrashState(kept, omitted, torn)
+        return omitted, torn
 
     def states(self) -> Iterator[CrashState]:
         """Every crash state the model allows (not deduplicated), simplest first."""
-        units = list(self._pending.values())
-        for kept in range(len(units) + 1):
-            omissions: list[int | None] = [None, *range(kept)] if self.omit_one and kept > 1 else [None]
-            cuts: list[int | None] = [None, *self._tear_points(units[kept - 1] if kept else None)]
-            for omitted in omissions:
-                for torn in cuts:
+        meta, writes = self._streams()
+        if not self.model.ordered_metadata:
+            for kept in range(len(meta) + 1):
+                for omitted, torn in self._losses(meta, kept):
                     yield CrashState(kept, omitted, torn)
+            return
+        for kept in range(len(meta) + 1):
+            for data_kept in range(len(writes) + 1):
+                for omitted, torn in self._losses(writes, data_kept):
+                    yield CrashState(kept, omitted, torn, data_kept)
+
+    def _losses(self, stream: list[int], kept: int) -> Iterator[tuple[int | None, int | None]]:
+        """(omitted, torn) for a crash that keeps the first ``kept`` of ``stream``."""
+        omissions: list[int | None] = [None, *range(kept)] if self.omit_one and kept > 1 else [None]
+        cuts: list[int | None] = [None, *self._tear_points(self._pending[stream[kept - 1]] if kept else None)]
+        for omitted in omissions:
+            for torn in cuts:
+                yield omitted, torn
 
     def _tear_points(self, unit: Unit | None) -> list[int]:
         sector = self.torn_sector
@@ -281,12 +380,11 @@ class Journal:
 
     def distinct_states(self, limit: int) -> list[CrashState]:
         """Crash states that leave different durable images, simplest first, at most ``limit``."""
-        units = list(self._pending.values())
         seen: set[Fingerprint] = set()
         out: list[CrashState] = []
         for state in self.states():
             image = _CopyOnWrite(self.durable)
-            self._apply(units, state, image)
+            self._apply(state, image)
             key = image.fingerprint()
             if key not in seen:
                 seen.add(key)
@@ -297,13 +395,14 @@ class Journal:
 
     def apply(self, state: CrashState) -> str:
         """Crash: persist what ``state`` keeps, drop the rest; returns a one-line summary."""
-        units = list(self._pending.values())
-        self._apply(units, state, self.durable)
+        meta, writes = self._streams()
+        self._apply(state, self.durable)
         self._pending.clear()
         self._by_dir.clear()
         self._by_ino.clear()
         self._span.clear()
-        return state.describe(len(units))
+        self._truncated_to_zero.clear()
+        return state.describe(len(meta), len(writes))
 
     def keep_only(self, reachable: dict[int, Inode]) -> None:
         """After a crash: the durable layer is what its root reaches."""
@@ -314,18 +413,31 @@ class Journal:
             for child in (node.entries or {}).values():
                 self._links[child] = self._links.get(child, 0) + 1
 
-    def _apply(self, units: list[Unit], state: CrashState, image: Image) -> None:
+    def _kept(self, state: CrashState) -> tuple[list[int], int | None]:
+        """The sequence numbers ``state`` keeps, in the order they happened, and the one torn."""
+        meta, writes = self._streams()
+        if state.data_kept is None:
+            stream, kept = meta, meta[:state.kept]
+        else:
+            stream, kept = writes, [*meta[:state.kept], *writes[:state.data_kept]]
+            state = state._replace(kept=state.data_kept)
+        if state.omitted is not None:
+            kept.remove(stream[state.omitted])
+        torn = stream[state.kept - 1] if state.torn is not None and state.kept else None
+        return sorted(kept), torn
+
+    def _apply(self, state: CrashState, image: Image) -> None:
+        seqs, torn = self._kept(state)
         applied_groups: set[int] = set()
-        for i, unit in enumerate(units[:state.kept]):
-            if i == state.omitted:
-                continue
+        for seq in seqs:
+            unit = self._pending[seq]
             if isinstance(unit, EntryUnit) and unit.group:
                 if unit.group not in applied_groups:
                     applied_groups.add(unit.group)
-                    self._persist_entries([u for u in units if isinstance(u, EntryUnit) and u.group == unit.group],
-                                          image)
+                    self._persist_entries([u for u in self._pending.values()
+                                           if isinstance(u, EntryUnit) and u.group == unit.group], image)
                 continue
-            self._persist(unit, state.torn if i == state.kept - 1 else None, image)
+            self._persist(unit, state.torn if seq == torn else None, image)
 
 
 class _CopyOnWrite:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ..choices import ChoiceSource
 from ..profiles import Profile
+from . import persistence
 from .inode import DIR, FILE, LINK, ROOT, Attr, Change, Inode, fs_error
 from .journal import CrashState, EntryUnit, Journal
 
@@ -22,7 +23,7 @@ class Server:
         self.inodes: dict[int, Inode] = {ROOT: Inode(ROOT, DIR, 0o755, clock())}
         self.journal = Journal(omit_one=profile.crash_order == "omit_one", torn_sector=profile.torn_sector,
                                entries_durable_at_op=profile.entry_durable == "op", live=self.inodes.get,
-                               clock=clock)
+                               clock=clock, persistence=persistence.get(profile.persistence))
         self._next_ino = ROOT + 1
         self._group = 0
         self.open_refs: dict[int, int] = {}
@@ -307,6 +308,8 @@ class Server:
             if tnode.kind == DIR and tnode.entries:
                 raise fs_error(errno.ENOTEMPTY)
         spre, dpre = self.attr(sparent), self.attr(dparent)
+        if target is not None and node.kind == FILE:
+            self.journal.replacing(ino)
         self._group += 1
         if target is not None:
             tnode = self.inodes[target]
@@ -425,6 +428,10 @@ class Server:
         if durable is not None and mode is not None and self.profile.entry_durable == "op":
             durable.mode = node.mode
         return self.attr(node)
+
+    def closed(self, ino: int) -> None:
+        """A process closed ``ino`` (the persistence model may act on it: auto_da_alloc)."""
+        self.journal.closed(ino)
 
     def add_open_ref(self, ino: int, delta: int) -> None:
         refs = self.open_refs.get(ino, 0) + delta
