@@ -561,6 +561,14 @@ _BUILTIN: dict[str, Profile] = {
     ),
 }
 
+_BUILTIN["local-posix"] = _BUILTIN["local"].replace(
+    name="local-posix", persistence="posix",
+    notes="a node's local disk that promises only what fsync(2) does (strict POSIX persistence): names durable "
+          "after fsync of their directory, unsynced operations persisted out of order, torn writes at 4 KiB. "
+          "Tests that a job is correct beyond ext4's ordering: btrfs-like logging, other kernels and filesystems",
+    sources={"persistence": "fsync(2) and ALICE's abstract persistence model (OSDI'14): the strictest model, for "
+                            "portability; ext4's own is the `local` profile"})
+
 LUSTRE_STALE_NEGATIVE: dict[str, Any] = {
     "lookupcache": "all",
     "lookup_tied_to_parent": False,

@@ -193,7 +193,7 @@ def test_statvfs_of_an_unlimited_mount_is_a_large_number() -> None:
 @pytest.mark.parametrize("name", simfs.profiles.names())
 def test_default_capacities_are_stated(name: str) -> None:
     profile = simfs.profiles.get(name)
-    assert profile.capacity == {"local": 2**40, "objectstore": float("inf")}.get(name, 2**50)
+    assert profile.capacity == {"local": 2**40, "local-posix": 2**40, "objectstore": float("inf")}.get(name, 2**50)
     assert "capacity" in profile.sources
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import scenarios
 import scenarios.library
 import simfs
-from scenarios.library._common import BrokenCheckpoint
+from scenarios.library._common import ALL_PROFILES, BrokenCheckpoint
 from scenarios.registry import Scenario, all_scenarios
 from simfs.errors import RankError
 from simfs.runspec import job_reference, resolve_job
@@ -94,13 +94,13 @@ LATE_RANK0 = [simfs.SlowRank(rank=0, delay=60.0)]  # a slow import, a node that 
 FAILURES: dict[tuple[str, str], tuple[int, list[simfs.faults.Fault], type[BaseException] | str]] = {
     ("makedirs-every-rank", "beegfs"): (0, [], FileNotFoundError),
     ("makedirs-exists-then-makedirs", "beegfs"): (0, [], FileExistsError),
-    **{("makedirs-rank0-no-barrier", p): (0, [], FileNotFoundError) for p in simfs.profiles.names()},
+    **{("makedirs-rank0-no-barrier", p): (0, [], FileNotFoundError) for p in ALL_PROFILES},
     ("makedirs-rank0-barrier-after-lookup", "nfs"): (0, [], FileNotFoundError),
     ("makedirs-rank0-barrier-after-lookup", "objectstore"): (0, [], FileNotFoundError),
-    **{("wait-fixed-timeout", p): (0, LATE_RANK0, TimeoutError) for p in simfs.profiles.names()},
+    **{("wait-fixed-timeout", p): (0, LATE_RANK0, TimeoutError) for p in ALL_PROFILES},
     ("decide-from-exists", "nfs"): (0, [], "hung"),
     ("decide-from-exists", "objectstore"): (0, [], "hung"),
-    **{("rotate-every-node", p): (0, [], FileNotFoundError) for p in simfs.profiles.names()},
+    **{("rotate-every-node", p): (0, [], FileNotFoundError) for p in ALL_PROFILES},
     ("flock-counter", "beegfs"): (2, [], "check"),
     ("flock-counter", "objectstore"): (0, [], OSError),  # ESTALE: the other node's upload won
     ("filelock-counter", "objectstore"): (0, [], OSError),
@@ -131,10 +131,11 @@ def test_naive_scenario_fails_where_its_filesystem_makes_it_fail(name: str, prof
         assert any(isinstance(exc, expected) for exc in _causes(result)), result.summary()
 
 
-def _ops_before(result: simfs.Result, node: int, op: str, path: str, nth: int) -> int:
-    """How many operations ``node`` made before its ``nth`` ``op`` on ``path`` (after_ops for a
-    crash just before it); its ranks' filesystem operations, in the order they ran."""
-    mine = [(e.op, e.path) for e in result.trace if e.node == node and e.rank >= 0 and e.path.startswith("/")]
+def _ops_before(result: simfs.Result, node: int | None, op: str, path: str, nth: int) -> int:
+    """How many operations ``node`` (None: every node) made before its ``nth`` ``op`` on ``path``
+    (after_ops for a crash just before it); its ranks' filesystem operations, in the order they ran."""
+    mine = [(e.op, e.path) for e in result.trace
+            if node in (None, e.node) and e.rank >= 0 and e.path.startswith("/")]
     return [i for i, each in enumerate(mine) if each == (op, path)][nth - 1]
 
 
@@ -150,22 +151,27 @@ TRACKER = "/shared/checkpoints/latest"
 METADATA_TMP = "/shared/dcp/model/.metadata.tmp"
 MANIFEST = "/tmp/code/.manifest.json"
 DDP_CHECKPOINT = "/shared/ddp/model.pt"
-# (scenario, profile) -> (seed, node that crashes just before its nth op on a path, what the
-# restarted job raises). On local, /shared is node 0's disk: its crash is a power loss and the
-# seed draws what the disk keeps.
+# (scenario, profile) -> (seed, node that crashes just before its nth op on a path (None: the whole
+# cluster loses power before the nth such op of any node), what the restarted job raises). On local,
+# /shared is node 0's disk: its crash is a power loss and the seed draws what the disk keeps.
 WRONG_COPY = (json.JSONDecodeError, RuntimeError)  # a torn manifest, or a copy it vouched for
-CRASHES: dict[tuple[str, str], tuple[int, tuple[int, str, str, int], type[BaseException] | tuple[type, ...]]] = {
-    **{("latest-in-place", p): (0, (0, "write", TRACKER, 2), BrokenCheckpoint) for p in ("local", "nfs", "lustre")},
+SETTINGS_TMP = "/shared/conf/settings.tmp"
+CRASHES: dict[tuple[str, str], tuple[int, tuple[int | None, str, str, int], type[BaseException] | tuple[type, ...]]] = {
+    **{("latest-in-place", p): (0, (0, "write", TRACKER, 2), BrokenCheckpoint)
+       for p in ("local", "local-posix", "nfs", "lustre")},
     **{("dcp-overwrite", p): (seed, (0, "rename", METADATA_TMP, 2), BrokenCheckpoint)
-       for p, seed in (("local", 1), ("nfs", 0), ("lustre", 0), ("objectstore", 0))},
+       for p, seed in (("local", 1), ("local-posix", 1), ("nfs", 0), ("lustre", 0), ("objectstore", 0))},
     **{("sync-trusting-manifest", p): (seed, (1, "write", MANIFEST, 2), WRONG_COPY)
-       for p, seed in (("local", 2), ("nfs", 2), ("lustre", 1), ("objectstore", 2))},
+       for p, seed in (("local", 2), ("local-posix", 0), ("nfs", 2), ("lustre", 1), ("objectstore", 2))},
     # rank 0's node dies as torch.save writes the second checkpoint into the file its open truncated
     **{("ddp-save-in-place", p): (0, (0, "write", DDP_CHECKPOINT, 2), BrokenCheckpoint)
-       for p in ("local", "nfs", "lustre")},
+       for p in ("local", "local-posix", "nfs", "lustre")},
     # rank 0 dies as it opens step-3 to fsync it: the data is written, the manifest is not
     **{("checkpoint-resume-newest-dir", p): (seed, (0, "open", "/shared/ckpt/run/step-3", 1), BrokenCheckpoint)
-       for p, seed in (("local", 2), ("nfs", 0), ("lustre", 0), ("objectstore", 0))},
+       for p, seed in (("local", 2), ("local-posix", 0), ("nfs", 0), ("lustre", 0), ("objectstore", 0))},
+    # the power goes just before the second rename: the first one persisted, its file's data did not
+    ("replace-by-rename-unsynced", "local-posix"): (0, (0, "rename", SETTINGS_TMP, 2), BrokenCheckpoint),
+    ("replace-by-rename-unsynced", "lustre"): (0, (None, "rename", SETTINGS_TMP, 2), BrokenCheckpoint),
 }
 
 
@@ -179,7 +185,8 @@ def test_naive_scenario_leaves_what_the_restarted_job_cannot_use(name: str, prof
     seed, (node, op, path, nth), raised = CRASHES[name, profile]
     probe = _cluster(sc, profile, seed, []).run(sc.job)
     assert probe.ok, probe.summary()  # without the crash it works
-    crash = simfs.CrashNode(node=node, after_ops=_ops_before(probe, node, op, path, nth))
+    before = _ops_before(probe, node, op, path, nth)
+    crash = simfs.PowerLoss(after_ops=before) if node is None else simfs.CrashNode(node=node, after_ops=before)
     result = _crash_then_recover(sc, profile, seed, crash)
     assert any(_raised(exc, raised) for exc in _causes(result)), result.summary()
 

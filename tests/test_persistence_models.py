@@ -91,22 +91,26 @@ def test_unsynced_data_persists_apart_from_later_metadata_and_never_as_garbage(m
 # -- auto_da_alloc ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("model", MODELS)
 def test_an_unsynced_file_renamed_over_a_durable_one(model: str) -> None:
-    """conf.tmp written without fsync, renamed over the durable conf: ext4 (auto_da_alloc) keeps
-    the old or the new content whole; xfs and posix may leave conf empty or torn."""
+    """conf.tmp written without fsync, renamed over the durable conf, twice: ext4 (auto_da_alloc)
+    keeps one version whole, the first new one included though the second replaced (and
+    deleted) it; xfs and posix may leave conf empty or torn."""
+    second = BIG[::-1]
+
     def build() -> Server:
         server = _server(model)
         _durable_file(server, "conf", b"old")
-        ino, _, _ = server.create(ROOT, "conf.tmp", 0o644, False)
-        server.write(ino, 0, BIG)
-        server.rename(ROOT, "conf.tmp", ROOT, "conf")
+        for data in (BIG, second):
+            ino, _, _ = server.create(ROOT, "conf.tmp", 0o644, False)
+            server.write(ino, 0, data)
+            server.rename(ROOT, "conf.tmp", ROOT, "conf")
         server.create(ROOT, "later", 0o644, False)
         return server
 
     outcomes = {state_of(server, "conf") for _, server in all_crash_states(build)}
     if model == "ext4":
-        assert outcomes == {b"old", BIG}
+        assert outcomes == {b"old", BIG, second}
     else:
-        assert {b"old", BIG, b""} <= outcomes
+        assert {b"old", second, b""} <= outcomes
 
 
 @pytest.mark.parametrize("model", MODELS)

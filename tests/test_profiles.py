@@ -77,7 +77,7 @@ def test_strategy_covers_every_parameter(params):
 
 # -- built-in profiles -----------------------------------------------------------------------------
 
-BUILTINS = ["local", "nfs", "beegfs", "lustre", "objectstore"]
+BUILTINS = ["local", "nfs", "beegfs", "lustre", "objectstore", "local-posix"]
 
 
 def test_names():

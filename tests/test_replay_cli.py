@@ -284,7 +284,7 @@ def test_replay_command_with_a_job(in_tmp, capsys):
 def test_profiles_command_lists_names(capsys):
     assert main(["profiles"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["local", "nfs", "beegfs", "lustre", "objectstore"]
+    assert [line.split()[0] for line in lines] == ["local", "nfs", "beegfs", "lustre", "objectstore", "local-posix"]
 
 
 def test_profiles_command_shows_and_saves(in_tmp, capsys):

@@ -13,11 +13,12 @@ import coord
 from .. import registry
 
 ALL_PROFILES = ("local", "nfs", "beegfs", "lustre", "objectstore")
-# Where the crash families run: not BeeGFS, whose metadata durability has no documented default;
-# with simfs's (a name is durable once its directory is fsynced), a storage-server restart
-# silently drops files created just before it, and correct code fails for a reason BeeGFS may
-# not have
-CRASH_PROFILES = ("local", "nfs", "lustre", "objectstore")
+# Where the crash families run:
+# not BeeGFS, whose metadata durability has no documented default: with simfs's (a name is durable
+# once its directory is fsynced), a storage-server restart silently drops files created just before
+# it, and correct code fails for a reason BeeGFS may not have. local-posix: the local disk under
+# strict POSIX persistence, where each verdict is derived again (correct code holds there too)
+CRASH_PROFILES = ("local", "local-posix", "nfs", "lustre", "objectstore")
 
 
 def scenario(name: str | None = None, **options: Any) -> Callable[[Callable[[], Any]], Callable[[], Any]]:

@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import coord
 
-from ._common import BrokenCheckpoint, scenario
+from ._common import CRASH_PROFILES, BrokenCheckpoint, scenario
 
 FAMILY = "ddp"
 ROOT = "/shared/ddp"
@@ -77,7 +77,7 @@ def _save_atomically(state: dict[str, Any], path: str) -> None:
 
 
 @scenario("ddp-save-in-place", recover=resume, crashes=True, carrier="process", ranks_per_node=1, max_examples=40,
-          expect={"local": "fail", "nfs": "fail", "lustre": "fail", "objectstore": "pass"},
+          expect={"local": "fail", "local-posix": "fail", "nfs": "fail", "lustre": "fail", "objectstore": "pass"},
           family=FAMILY, tags=("naive",))
 def ddp_save_in_place() -> None:
     """DDP training; rank 0 torch.saves the model over the one checkpoint file every 2 steps (torn by a crash).
@@ -89,7 +89,7 @@ def ddp_save_in_place() -> None:
 
 
 @scenario("ddp-save-atomic", recover=resume, crashes=True, carrier="process", ranks_per_node=1, max_examples=40,
-          expect={"local": "pass", "nfs": "pass", "lustre": "pass", "objectstore": "pass"},
+          expect=dict.fromkeys(CRASH_PROFILES, "pass"),
           family=FAMILY, tags=("fixed",))
 def ddp_save_atomic() -> None:
     """DDP training; rank 0 torch.saves into a temporary file, fsyncs it and renames it over the checkpoint.

@@ -99,7 +99,7 @@ def dcp_overwrite() -> None:
 
 @scenario("dcp-step-dirs", recover=step_dir_recover, crashes=True, nodes=2, ranks_per_node=1, max_examples=60,
           carrier="process",
-          expect=dict.fromkeys(("local", "nfs", "lustre", "objectstore"), "pass"), family=FAMILY, tags=("fixed",))
+          expect=dict.fromkeys(CRASH_PROFILES, "pass"), family=FAMILY, tags=("fixed",))
 def dcp_step_dirs() -> None:
     """dcp.save of each step into a new directory; rank 0 fsyncs it, then moves `latest` atomically.
 

@@ -182,7 +182,9 @@ class Journal:
 
     def _supersede(self, ino: int, start: int, end: int | None) -> None:
         """Drop or trim earlier unsynced writes of ``ino`` to bytes in [start, end) (end None:
-        to the end of the file): the page cache holds only the newest version of a byte."""
+        to the end of the file): the page cache holds only the newest version of a byte. Writes
+        auto_da_alloc pushed out stay: they reach the disk before the metadata that follows them,
+        whatever happens to the pages later (a deleted file's included)."""
         span = self._span.get(ino)
         if span is None or start >= span[1] or (end is not None and end <= span[0]):
             return
@@ -192,7 +194,7 @@ class Journal:
             unit = self._pending.get(seq)
             if unit is None:
                 continue  # persisted by a journal commit (an ordered model)
-            if isinstance(unit, DataUnit) and unit.data is not None and not self._trim(unit, start, end):
+            if self._is_write(unit) and not self._trim(cast(DataUnit, unit), start, end):
                 del self._pending[seq]
                 continue
             kept.append(seq)
