@@ -81,10 +81,13 @@ def _crash_fired(result: Result) -> bool:
     return bool(result.crashed) or any(e.rank < 0 and e.op in ("server-crash", "crash") for e in result.trace)
 
 
-def start(target: Target, example: Example, picker: Picker | None = None) -> tuple[simfs.Cluster, Execution]:
+def start(target: Target, example: Example, picker: Picker | None = None,
+          watch: Callable[[simfs.Cluster], None] | None = None) -> tuple[simfs.Cluster, Execution]:
     """Run the job of an example (with its crash, if any) on a new cluster; ``picker``
-    replaces the crash's own choice of crash states."""
+    replaces the crash's own choice of crash states; ``watch`` sees the cluster before the run."""
     cluster = target.cluster()
+    if watch is not None:
+        watch(cluster)
     crash = example.crash
     cluster.fs.crash_picker = picker or (crash or Crash(None)).picker()
     faults = list(example.faults)

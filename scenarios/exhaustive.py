@@ -1,88 +1,131 @@
 """Exhaustive crash states (ALICE, CrashMonkey): the job's recorded run is cut at every
 operation, and at each cut every crash state the persistence model allows there is made real
-and the restarted job runs on it. Cuts and states that leave the same disks are run once."""
+and the restarted job runs on it. Cuts and states that leave the same disks are run once.
+
+The job runs once: before each of its operations (and after its last) the disks' distinct crash
+states are copied as a power loss there would leave them (``Filesystems.op_hook``), and each
+restarted job runs on a new cluster holding such a copy (``Cluster.restart_with``). A failing
+state is then made again by a power loss in a rerun of the job, which gives the finding its full
+story and replay string (and checks that both ways agree)."""
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import simfs
+from simfs.errors import SimfsError
 from simfs.faults import PowerLoss
-from simfs.fs.inode import DIR, ROOT
+from simfs.fs.filesystems import Filesystems
 from simfs.fs.server import Server
 
-from .example import Crash, Example, Execution, execute, finish, start
+from .draws import BufferChoices
+from .example import STATE_LIMIT, Crash, Example, Execution, execute, finish, start
 from .finding import Finding, finding_of
+from .outcome import Failure
 from .target import Target
+from .verdict import judge
 
 
-def _disk_image(server: Server) -> bytes:
-    """A digest of what a server holds: every path with its kind and content."""
-    digest = hashlib.blake2b(digest_size=16)
-    stack = [("", ROOT)]
-    while stack:
-        path, ino = stack.pop()
-        node = server.inodes[ino]
-        digest.update(f"{path}\0{node.kind}\0{node.target}\0".encode())
-        if node.kind == DIR:
-            assert node.entries is not None  # a directory's
-            stack.extend((f"{path}/{name}", child) for name, child in sorted(node.entries.items(), reverse=True))
-        elif node.data is not None:
-            digest.update(node.data.tobytes())
-    return digest.digest()
+@dataclass(frozen=True)
+class Cut:
+    """One distinct crash state: a power loss before operation ``ops + 1`` (``ops`` = all of
+    them: after the job), the index of each shared disk's state there, the virtual time, and the
+    disks as it leaves them (in the order of ``Filesystems.disks()``)."""
+
+    ops: int
+    index: int
+    at: float
+    disks: tuple[Server, ...]
 
 
-def cluster_image(cluster: simfs.Cluster) -> tuple[bytes, ...]:
-    return tuple(_disk_image(m.server) for m in [*cluster.fs.shared, *cluster.fs.local])
+class CrashWalk:
+    """The job, run once with its simple schedule, and the distinct crash states of its run
+    (at most ``limit``): at every cut, or with ``during_job=False`` only after it ended."""
+
+    def __init__(self, target: Target, limit: int, *, during_job: bool = True) -> None:
+        self.target = target
+        self.limit = limit
+        self.cuts: list[Cut] = []
+        self._seen: set[tuple[bytes, ...]] = set()
+        self._fs: Filesystems | None = None
+        cluster, execution = start(target, Example(), watch=self._watch if during_job else None)
+        cluster.fs.op_hook = None
+        self.total = sum(execution.job.node_ops)
+        if not execution.job.crashed:
+            self._fs = cluster.fs
+            self._record(self.total)  # the disks as the job left them
+        self.simple = finish(cluster, target, Example(), execution)
+
+    def _watch(self, cluster: simfs.Cluster) -> None:
+        self._fs = cluster.fs
+        cluster.fs.op_hook = self._record
+
+    def _record(self, ops: int) -> None:
+        """Before operation ``ops + 1``: copy the disks as each new distinct crash state leaves them."""
+        if len(self.cuts) >= self.limit or self._fs is None:
+            return
+        disks = self._fs.disks()
+        # a node's own disk keeps nothing unsynced (as Crash.picker does): the shared disks are walked
+        keyed = [d.server.keyed_crash_states(1 if d.path == "/" else STATE_LIMIT) for d in disks]
+        offered = max((len(k) for d, k in zip(disks, keyed) if d.path != "/"), default=1)
+        for index in range(offered):
+            chosen = [k[min(index, len(k) - 1)] for k in keyed]
+            key = tuple(digest for _, digest in chosen)
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            copies = tuple(d.server.crashed_copy(state)[0] for d, (state, _) in zip(disks, chosen))
+            self.cuts.append(Cut(ops, index, self._fs.clock.now, copies))
+            if len(self.cuts) >= self.limit:
+                return
+
+    def example(self, cut: Cut) -> Example:
+        """The example that makes ``cut``'s crash state by a power loss in a run of the job."""
+        return Example(crash=Crash(PowerLoss(after_ops=cut.ops) if cut.ops < self.total else None, pick=cut.index,
+                                   exact=True))
+
+    def restarts(self) -> Iterator[tuple[Cut, Failure | None]]:
+        """Each cut with the verdict of the restarted job run on its disks."""
+        recover = self.target.recover
+        assert recover is not None, "an exhaustive walk needs the restarted job"  # explore checks it
+        for cut in self.cuts:
+            cluster = self.target.cluster()
+            cluster.restart_with(cut.disks, cut.at)
+            recovered = cluster.run(recover, faults=[], choices=BufferChoices(None, None))
+            yield cut, judge(recovered, self.target.check, run=1)
+
+    def replayed(self, cut: Cut) -> tuple[Example, Execution]:
+        """``cut``'s crash made again by a power loss in a rerun of the job (its full story)."""
+        example = self.example(cut)
+        execution = execute(self.target, example)
+        if execution.failure is None:
+            raise SimfsError(f"simfs defect: the restarted job failed on the disks copied at operation {cut.ops} "
+                             f"(state {cut.index}) but passed when a power loss there made them again")
+        return example, execution
 
 
 def exhaust(target: Target, *, limit: int, started: float) -> Finding:
     """Every distinct crash state of the job's simple run (at most ``limit``), the restarted
     job on each; the first failure in order (earliest cut, simplest state) is the finding."""
-    simple = execute(target, Example())
+    walk = CrashWalk(target, limit)
+    simple = walk.simple
     if simple.failure is not None:
         return finding_of(target, Example(), simple, examples=1, wall=time.perf_counter() - started, found_at=1)
-    total = sum(simple.job.node_ops)
-    seen: set[tuple[bytes, ...]] = set()
     runs = 1
-    for cut in range(total + 1):
-        for example, execution in states_at(target, cut, total, seen):
-            runs += 1
-            if execution.failure is not None:
-                return finding_of(target, example, execution, examples=runs, wall=time.perf_counter() - started,
-                                  found_at=runs, notes=[_summary(len(seen), cut, total)])
-            if len(seen) >= limit:
-                return _passed(target, simple, runs, started, [f"bounded: stopped at {limit} distinct crash states "
-                                                             f"(cut {cut} of {total})"])
-    return _passed(target, simple, runs, started, [_summary(len(seen), total, total)])
-
-
-def states_at(target: Target, cut: int, total: int,
-              seen: set[tuple[bytes, ...]] | None = None) -> Iterator[tuple[Example, Execution]]:
-    """Each crash state of a power loss before operation ``cut`` of the job's ``total`` (``cut ==
-    total``: right after the job ended) whose disks are not in ``seen`` (which gets them), with the
-    restarted job run and judged on it."""
-    seen = set() if seen is None else seen
-    index, offered = 0, 1
-    while index < offered:
-        crash = Crash(PowerLoss(after_ops=cut) if cut < total else None, pick=index, exact=True)
-        example = Example(crash=crash)
-        counts: list[int] = []
-        cluster, execution = start(target, example, crash.picker(counts))
-        offered, index = max(counts, default=1), index + 1
-        image = cluster_image(cluster)
-        if image in seen:
-            continue
-        seen.add(image)
-        yield example, finish(cluster, target, example, execution)
+    for cut, failure in walk.restarts():
+        runs += 1
+        if failure is not None:
+            example, execution = walk.replayed(cut)
+            return finding_of(target, example, execution, examples=runs, wall=time.perf_counter() - started,
+                              found_at=runs, notes=[_summary(runs - 1, cut.ops, walk.total)])
+    notes = [_summary(len(walk.cuts), walk.total, walk.total)]
+    if len(walk.cuts) >= limit:
+        notes = [f"bounded: stopped at {limit} distinct crash states (cut {walk.cuts[-1].ops} of {walk.total})"]
+    return finding_of(target, Example(), simple, examples=runs, wall=time.perf_counter() - started, found_at=0,
+                      notes=notes)
 
 
 def _summary(states: int, cut: int, total: int) -> str:
     return f"{states} distinct crash states tried, over cuts 0..{cut} of {total} operations"
-
-
-def _passed(target: Target, simple: Execution, runs: int, started: float, notes: list[str]) -> Finding:
-    return finding_of(target, Example(), simple, examples=runs, wall=time.perf_counter() - started, found_at=0,
-                      notes=notes)

@@ -5,7 +5,7 @@ reported run again."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from . import checks
@@ -13,6 +13,7 @@ from .choices import ChoiceSource, RecordingChoices, ReplayChoices, SeededChoice
 from .errors import ConfigError, SimfsError, invalid
 from .faults import CrashNode, CrashServer, EvictClient, Fault, SlowRank, fault_from_dict, fault_to_dict
 from .fs.filesystems import Filesystems
+from .fs.server import Server
 from .profiles import Profile, get
 from .report import Result
 from .runspec import (
@@ -168,6 +169,24 @@ class Cluster:
             self.fs.choices.source = None
         self._restarting = True
         return said
+
+    def restart_with(self, disks: Sequence[Server], at: float) -> None:
+        """Between runs: this cluster's disks take over the state of ``disks`` (servers in the
+        order of ``fs.disks()``, as a crash left them; not to be used afterwards) and its clock is
+        ``at``, every node just rebooted: as if the job had run here until a power loss at ``at``.
+        The next run is the restarted job (how an exhaustive search tries each crash state without
+        running the job again)."""
+        self._check_state_here("restart_with")
+        mine = self.fs.disks()
+        if len(disks) != len(mine):
+            raise ConfigError(f"Cluster.restart_with: {len(disks)} disks given, this cluster has {len(mine)}")
+        for mount, disk in zip(mine, disks):
+            mount.server.adopt(disk)
+        for node in range(self.nodes):
+            self.fs.proc[node].reboot()
+        self.fs.clock.now = at
+        self.runs = max(self.runs, 1)  # the restarted job is the cluster's second run
+        self._restarting = True
 
     # -- running ----------------------------------------------------------------------------------
     def run(self, job: Callable[..., Any], *args: Any, faults: Iterable[Fault] | None = None,

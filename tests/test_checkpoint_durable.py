@@ -14,7 +14,7 @@ from conftest import MODEL_CARRIER
 
 import checkpoint
 import simfs
-from scenarios.exhaustive import states_at
+from scenarios.exhaustive import CrashWalk
 from scenarios.target import Target
 
 PROFILES = ("local", "nfs", "objectstore")
@@ -58,11 +58,11 @@ def _every_state_after_the_job(job: Callable[[], None], recover: Callable[[], No
     """The restarted job on every distinct crash state of a power loss right after ``job``;
     how many there were (a failure fails the test, naming the state)."""
     target = Target(job, 2, 2, simfs.profiles.get(profile), recover=recover, carrier=MODEL_CARRIER)
-    states = 0
-    for example, execution in states_at(target, cut=1, total=1):
-        states += 1
-        assert execution.failure is None, f"{example.crash}: {execution.failure}"
-    return states
+    walk = CrashWalk(target, limit=1000, during_job=False)
+    assert walk.simple.failure is None, walk.simple.failure
+    for cut, failure in walk.restarts():
+        assert failure is None, f"{walk.example(cut).crash}: {failure}"
+    return len(walk.cuts)
 
 
 @pytest.mark.parametrize("profile", PROFILES)

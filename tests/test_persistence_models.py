@@ -215,3 +215,18 @@ def test_an_unsynced_replace_by_rename_never_loses_the_old_file_on_ext4(model: s
 def test_the_local_profile_is_ext4() -> None:
     assert LOCAL.persistence == "ext4" and "ext4" in (LOCAL.source("persistence") or "")
     assert simfs.profiles.get("nfs").persistence in MODELS
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_file_made_after_a_crash_keeps_its_mode_through_the_next(model: str) -> None:
+    """The journal looks up live inodes of the server as it is now, not as it was before a crash
+    replaced its namespace."""
+    server = _server(model)
+    server.crash_into(server.crash_states()[0])
+    ino, _, _ = server.create(ROOT, "f", 0o600, False)
+    server.write(ino, 0, b"data")
+    server.setattr(ino, mode=0o640)
+    server.commit(ino)
+    server.sync_dir(ROOT)
+    server.crash_into(server.crash_states()[0])
+    assert server.inodes[server.lookup(ROOT, "f")].mode == 0o640

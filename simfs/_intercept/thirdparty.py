@@ -144,6 +144,7 @@ _INSTALLERS: dict[str, Callable[[], None]] = {"numpy": _install_numpy, "torch": 
 # packages whose every module is looked at once imported (the installer gets the module's name)
 _PACKAGE_INSTALLERS: dict[str, Callable[[str], None]] = {"filelock": _install_filelock}
 _done: set[str] = set()
+_plain: set[str] = set()  # modules no installer patches: not looked at again (thousands once torch is imported)
 
 
 def _installer(module: str) -> Callable[[], None] | None:
@@ -158,7 +159,7 @@ def install() -> None:
     """Patch the libraries the process has imported, and patch the others the moment they are
     imported during the run (a job may import torch inside its ranks): simfs imports none of them
     itself, so a process that never uses them pays nothing."""
-    for module in list(sys.modules):
+    for module in [m for m in sys.modules if m not in _plain]:
         if sys.modules.get(module) is not None:
             _patch(module)
     if not any(isinstance(finder, _PatchOnImport) for finder in sys.meta_path):
@@ -166,8 +167,11 @@ def install() -> None:
 
 
 def _patch(module: str) -> None:
-    installer = None if module in _done else _installer(module)
+    if module in _done:
+        return
+    installer = _installer(module)
     if installer is None:
+        _plain.add(module)
         return
     _done.add(module)
     try:

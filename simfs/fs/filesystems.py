@@ -49,6 +49,9 @@ class Filesystems:
         # picks the crash state of a disk that loses power (mount point, server) instead of a draw:
         # how an exhaustive search walks every state the persistence model allows
         self.crash_picker: Callable[[str, Server], CrashState] | None = None
+        # called before each operation of a rank with how many came before (an exhaustive
+        # search copies the disks' crash states there instead of running the job again)
+        self.op_hook: Callable[[int], None] | None = None
         # a shared mount whose profile is a disk inside a node is node 0's disk
         self.shared = [Mount(path, prof, list(range(nodes)), self.clock, self.choices, self.meter, self.interleave,
                              host=0 if prof.on_node else None) for path, prof in mounts.items()]
@@ -74,6 +77,10 @@ class Filesystems:
 
     def dev_of(self, mount: Mount) -> int:
         return self._devs.get(id(mount), 0)
+
+    def disks(self) -> list[Mount]:
+        """Every disk: the shared mounts, then each node's local disk."""
+        return [*self.shared, *self.local]
 
     def mount_named(self, path: str) -> Mount:
         for mount in self.shared:

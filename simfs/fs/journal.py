@@ -14,6 +14,7 @@ data plus what a crash can still lose, not with bytes ever written.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, cast
@@ -112,6 +113,11 @@ class Journal:
         self._links: dict[int, int] = {}  # durable directory entries naming each durable inode
         self._seq = 0
         self._truncated_to_zero: set[int] = set()  # auto_da_alloc's replace-by-truncate, until the close
+
+    def rebind(self, *, live: Callable[[int], Inode | None], clock: Callable[[], float]) -> None:
+        """Serve another server (Server.adopt): its live inodes and its clock."""
+        self._live = live
+        self._clock = clock
 
     # -- recording -------------------------------------------------------------------------
     def entry(self, unit: EntryUnit) -> None:
@@ -380,17 +386,18 @@ class Journal:
             return []
         return list(range(0, len(unit.data), sector))
 
-    def distinct_states(self, limit: int) -> list[CrashState]:
-        """Crash states that leave different durable images, simplest first, at most ``limit``."""
-        seen: set[Fingerprint] = set()
-        out: list[CrashState] = []
+    def distinct_states(self, limit: int) -> list[tuple[CrashState, bytes]]:
+        """Crash states that leave different durable images, simplest first, at most ``limit``,
+        each with a digest of its image (equal digests: equal images)."""
+        seen: set[bytes] = set()
+        out: list[tuple[CrashState, bytes]] = []
         for state in self.states():
             image = _CopyOnWrite(self.durable)
             self._apply(state, image)
-            key = image.fingerprint()
+            key = hashlib.blake2b(repr(image.fingerprint()).encode(), digest_size=16).digest()
             if key not in seen:
                 seen.add(key)
-                out.append(state)
+                out.append((state, key))
                 if len(out) >= limit:
                     break
         return out

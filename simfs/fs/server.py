@@ -3,8 +3,10 @@ its journal of what is not durable yet (see journal.py), and the space its file 
 
 from __future__ import annotations
 
+import copy
 import errno
 from collections.abc import Callable
+from typing import Any
 
 from ..choices import ChoiceSource
 from ..profiles import Profile
@@ -22,7 +24,7 @@ class Server:
         self._clock = clock
         self.inodes: dict[int, Inode] = {ROOT: Inode(ROOT, DIR, 0o755, clock())}
         self.journal = Journal(omit_one=profile.crash_order == "omit_one", torn_sector=profile.torn_sector,
-                               entries_durable_at_op=profile.entry_durable == "op", live=self.inodes.get,
+                               entries_durable_at_op=profile.entry_durable == "op", live=self._live,
                                clock=clock, persistence=persistence.get(profile.persistence))
         self._next_ino = ROOT + 1
         self._group = 0
@@ -37,6 +39,10 @@ class Server:
         self.reserved = 0
 
     # -- helpers ---------------------------------------------------------------------------
+    def _live(self, ino: int) -> Inode | None:
+        """The inode as the server has it now (a crash replaces the namespace's dict)."""
+        return self.inodes.get(ino)
+
     def _now(self) -> float:
         return self._clock()
 
@@ -108,11 +114,37 @@ class Server:
 
     def crash_states(self, limit: int = 1000) -> list[CrashState]:
         """The distinct states a crash now could leave, simplest first (at most ``limit``)."""
+        return [state for state, _ in self.journal.distinct_states(limit)]
+
+    def keyed_crash_states(self, limit: int = 1000) -> list[tuple[CrashState, bytes]]:
+        """``crash_states`` with a digest of the disk each leaves (equal digests: equal disks)."""
         return self.journal.distinct_states(limit)
 
     def crash(self, choices: ChoiceSource) -> str:
         """Lose the volatile layer; unsynced operations persist as a drawn crash state allows."""
         return self.crash_into(self.journal.draw(choices))
+
+    def copy_from(self, other: Server) -> None:
+        """Become a copy of ``other``'s state (namespace, journal, space) on this server's own
+        clock: how a search carries a disk as a crash left it to a new cluster."""
+        memo: dict[int, Any] = {id(other): self, id(other._clock): self._clock}
+        for key, value in vars(other).items():
+            if key not in ("profile", "name", "_clock"):
+                setattr(self, key, copy.deepcopy(value, memo))
+
+    def adopt(self, other: Server) -> None:
+        """Take over ``other``'s state (which must not be used afterwards), on this server's clock."""
+        for key, value in vars(other).items():
+            if key not in ("profile", "name", "_clock"):
+                setattr(self, key, value)
+        self.journal.rebind(live=self._live, clock=self._clock)
+
+    def crashed_copy(self, state: CrashState) -> tuple[Server, str]:
+        """A copy of this server after a crash that keeps ``state`` (this one is left as it is),
+        and what the crash kept, in words."""
+        twin = Server(self.profile, self._clock, self.name)
+        twin.copy_from(self)
+        return twin, twin.crash_into(state)
 
     def crash_into(self, state: CrashState) -> str:
         """Lose the volatile layer, keeping what ``state`` persists; returns a summary."""

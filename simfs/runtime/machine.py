@@ -121,6 +121,9 @@ class Machine:
         task = current_task()
         if task is None:
             return self.now()
+        hook = self.fs.op_hook
+        if hook is not None:
+            hook(self.total_ops)
         self.node_ops[proc.node] += 1
         self.total_ops += 1
         proc.last_op = (op, path)
