@@ -4,8 +4,6 @@ reference), and the restarted job must reach the same verdict on both."""
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 from conftest import MODEL_CARRIER
 
@@ -14,24 +12,6 @@ from scenarios.example import finish, start
 from scenarios.exhaustive import CrashWalk
 from scenarios.library.latest import resume, tracker_atomic, tracker_in_place
 from scenarios.target import Target
-from simfs.fs.inode import DIR, ROOT
-from simfs.fs.server import Server
-
-
-def _digest(server: Server) -> bytes:
-    """Every path of a server with its kind, mode, target and content."""
-    digest = hashlib.blake2b(digest_size=16)
-    stack = [("", ROOT)]
-    while stack:
-        path, ino = stack.pop()
-        node = server.inodes[ino]
-        digest.update(f"{path}\0{node.kind}\0{node.mode}\0{node.target}\0".encode())
-        if node.kind == DIR:
-            assert node.entries is not None
-            stack.extend((f"{path}/{name}", child) for name, child in sorted(node.entries.items(), reverse=True))
-        elif node.data is not None:
-            digest.update(node.data.tobytes())
-    return digest.digest()
 
 
 @pytest.mark.parametrize("profile", ["local", "local-posix", "nfs", "lustre", "objectstore"])
@@ -40,11 +20,11 @@ def test_the_copied_disks_are_those_a_power_loss_leaves_in_a_rerun(profile: str,
     target = Target(job, 2, 1, simfs.profiles.get(profile), recover=resume, carrier=MODEL_CARRIER)  # type: ignore[arg-type]
     walk = CrashWalk(target, limit=1000)
     assert len(walk.cuts) > 1
-    copied = {id(cut): tuple(_digest(d) for d in cut.disks) for cut in walk.cuts}  # before restarts take them
+    copied = {id(cut): tuple(d.digest() for d in cut.disks) for cut in walk.cuts}  # before restarts take them
     verdicts = {id(cut): failure is None for cut, failure in walk.restarts()}
     for cut in walk.cuts:
         example = walk.example(cut)
         assert example.crash is not None
         cluster, execution = start(target, example, example.crash.picker())
-        assert tuple(_digest(m.server) for m in cluster.fs.disks()) == copied[id(cut)], cut
+        assert tuple(m.server.digest() for m in cluster.fs.disks()) == copied[id(cut)], cut
         assert (finish(cluster, target, example, execution).failure is None) == verdicts[id(cut)], cut

@@ -626,4 +626,4 @@ def test_power_loss_between_runs_keeps_a_crash_state() -> None:
         cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="local", seed=4)
         assert cluster.run(write).ok
         said.append(cluster.power_loss())
-    assert said[0] == said[1] and any("unsynced operations persisted" in line for line in said[0])
+    assert said[0] == said[1] and any(line.startswith("node0:/shared") and "persisted" in line for line in said[0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import errno
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -123,6 +124,21 @@ class Server:
     def crash(self, choices: ChoiceSource) -> str:
         """Lose the volatile layer; unsynced operations persist as a drawn crash state allows."""
         return self.crash_into(self.journal.draw(choices))
+
+    def digest(self) -> bytes:
+        """What the server holds, hashed: every path with its kind, mode, target and bytes (times
+        aside). Equal digests: equal disks."""
+        digest = hashlib.blake2b(digest_size=16)
+        stack = [("", ROOT)]
+        while stack:
+            path, ino = stack.pop()
+            node = self.inodes[ino]
+            digest.update(f"{path}\0{node.kind}\0{node.mode}\0{node.target}\0".encode())
+            if node.entries is not None:
+                stack.extend((f"{path}/{name}", child) for name, child in sorted(node.entries.items(), reverse=True))
+            elif node.data is not None:
+                digest.update(node.data.tobytes())
+        return digest.digest()
 
     def copy_from(self, other: Server) -> None:
         """Become a copy of ``other``'s state (namespace, journal, space) on this server's own
