@@ -90,8 +90,8 @@ class CrashWalk:
         """Each cut with the verdict of the restarted job run on its disks."""
         recover = self.target.recover
         assert recover is not None, "an exhaustive walk needs the restarted job"  # explore checks it
+        cluster = self.target.cluster()  # one for every restart: each makes it as a power loss leaves it
         for cut in self.cuts:
-            cluster = self.target.cluster()
             cluster.restart_with(cut.disks, cut.at)
             recovered = cluster.run(recover, faults=[], choices=BufferChoices(None, None))
             yield cut, judge(recovered, self.target.check, run=1)

@@ -182,10 +182,13 @@ class Cluster:
             raise ConfigError(f"Cluster.restart_with: {len(disks)} disks given, this cluster has {len(mine)}")
         for mount, disk in zip(mine, disks):
             mount.server.adopt(disk)
+        for mount in mine:
+            for node in mount.clients:
+                mount.node_crashed(node)  # every client forgets what an earlier run left it
         for node in range(self.nodes):
             self.fs.proc[node].reboot()
         self.fs.clock.now = at
-        self.runs = max(self.runs, 1)  # the restarted job is the cluster's second run
+        self.runs = 1  # the restarted job is the cluster's second run, however often it restarted
         self._restarting = True
 
     # -- running ----------------------------------------------------------------------------------
