@@ -17,7 +17,7 @@ import simfs
 from scenarios.exhaustive import CrashWalk
 from scenarios.target import Target
 
-PROFILES = ("local", "nfs", "objectstore")
+PROFILES = ("local", "local-posix", "nfs", "objectstore")
 MODEL = "/shared/ck/model"  # /shared/ck does not exist before the first save
 RUN = "/shared/run/steps"
 
