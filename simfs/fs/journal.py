@@ -333,7 +333,7 @@ class Journal:
         (and no writes apart); an ordered model, metadata and writes."""
         if not self.model.ordered_metadata:
             return list(self._pending), []
-        meta = [seq for seq, unit in self._pending.items() if self._is_metadata(unit)]
+        meta = self._metadata_seqs()
         return meta, [seq for seq, unit in self._pending.items() if not self._is_metadata(unit)]
 
     def draw(self, draws: Draws) -> CrashState:
@@ -391,9 +391,10 @@ class Journal:
         each with a digest of its image (equal digests: equal images)."""
         seen: set[bytes] = set()
         out: list[tuple[CrashState, bytes]] = []
+        streams = self._streams()  # the same for every state: computed once
         for state in self.states():
             image = _CopyOnWrite(self.durable)
-            self._apply(state, image)
+            self._apply(state, image, streams)
             key = hashlib.blake2b(repr(image.fingerprint()).encode(), digest_size=16).digest()
             if key not in seen:
                 seen.add(key)
@@ -404,8 +405,8 @@ class Journal:
 
     def apply(self, state: CrashState) -> str:
         """Crash: persist what ``state`` keeps, drop the rest; returns a one-line summary."""
-        meta, writes = self._streams()
-        self._apply(state, self.durable)
+        streams = meta, writes = self._streams()
+        self._apply(state, self.durable, streams)
         self._pending.clear()
         self._by_dir.clear()
         self._by_ino.clear()
@@ -422,9 +423,10 @@ class Journal:
             for child in (node.entries or {}).values():
                 self._links[child] = self._links.get(child, 0) + 1
 
-    def _kept(self, state: CrashState) -> tuple[list[int], int | None]:
-        """The sequence numbers ``state`` keeps, in the order they happened, and the one torn."""
-        meta, writes = self._streams()
+    def _kept(self, state: CrashState, streams: tuple[list[int], list[int]]) -> tuple[list[int], int | None]:
+        """The sequence numbers ``state`` keeps of ``streams`` (``_streams()``), in the order they
+        happened, and the one torn."""
+        meta, writes = streams
         if state.data_kept is None:
             stream, kept = meta, meta[:state.kept]
         else:
@@ -435,8 +437,8 @@ class Journal:
         torn = stream[state.kept - 1] if state.torn is not None and state.kept else None
         return sorted(kept), torn
 
-    def _apply(self, state: CrashState, image: Image) -> None:
-        seqs, torn = self._kept(state)
+    def _apply(self, state: CrashState, image: Image, streams: tuple[list[int], list[int]]) -> None:
+        seqs, torn = self._kept(state, streams)
         applied_groups: set[int] = set()
         for seq in seqs:
             unit = self._pending[seq]
