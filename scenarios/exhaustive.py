@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import simfs
+from simfs import hostrun
 from simfs.errors import SimfsError
 from simfs.faults import PowerLoss
 from simfs.fs.filesystems import Filesystems
@@ -108,7 +109,13 @@ class CrashWalk:
 
 def exhaust(target: Target, *, limit: int, started: float) -> Finding:
     """Every distinct crash state of the job's simple run (at most ``limit``), the restarted
-    job on each; the first failure in order (earliest cut, simplest state) is the finding."""
+    job on each; the first failure in order (earliest cut, simplest state) is the finding. Its
+    runs are one series (simfs.hostrun): the host is prepared for them once."""
+    with hostrun.series():
+        return _exhaust(target, limit=limit, started=started)
+
+
+def _exhaust(target: Target, *, limit: int, started: float) -> Finding:
     walk = CrashWalk(target, limit)
     simple = walk.simple
     if simple.failure is not None:

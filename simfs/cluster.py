@@ -8,7 +8,7 @@ import gc
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from . import checks
+from . import checks, hostrun
 from .choices import ChoiceSource, RecordingChoices, ReplayChoices, SeededChoices, as_choice_source, derive_seed
 from .errors import ConfigError, SimfsError, invalid
 from .faults import CrashNode, CrashServer, EvictClient, Fault, SlowRank, fault_from_dict, fault_to_dict
@@ -18,7 +18,6 @@ from .profiles import Profile, get
 from .report import Result
 from .runspec import (
     decode,
-    encode,
     hash_mismatch,
     hash_seed,
     job_reference,
@@ -28,8 +27,7 @@ from .runspec import (
     resolve_job,
 )
 from .runtime.dist import DEFAULT_TIMEOUT
-from .runtime.heap import frozen_heap, garbage
-from .runtime.hostguard import HostGuard
+from .runtime.heap import garbage
 from .runtime.hostpaths import host_paths
 from .runtime.marshal import Marshal
 from .runtime.run import Run, Settings
@@ -224,18 +222,13 @@ class Cluster:
 
     def _run_here(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                   faults: Iterable[Fault] | None, choices: Any) -> Result:
-        from ._intercept import install
-
-        guard = HostGuard()  # before install(): what it imports and patches in builtins is undone after
-        install()
         collecting = gc.isenabled()
-        try:
-            with frozen_heap():  # the host's objects need no cycle collection while ranks allocate...
-                gc.disable()  # ...and full collections wait for the end of the run (see run._young_gc)
+        with hostrun.prepared():
+            try:
+                gc.disable()  # full collections wait for the end of the run (see run._young_gc)
                 return self._run(job, args, kwargs, faults, choices)
-        finally:
-            (gc.enable if collecting else gc.disable)()
-            guard.restore()
+            finally:
+                (gc.enable if collecting else gc.disable)()
 
     def _run(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
              faults: Iterable[Fault] | None, choices: Any) -> Result:
@@ -252,10 +245,9 @@ class Cluster:
         spec = self._replay_spec(job, args, kwargs, index, fault_list)
         if recorder is not None:
             spec["draws"] = recorder.draws  # filled in as the run draws
-        result = run.execute(job, args, kwargs, "")
+        result = run.execute(job, args, kwargs, spec)
         garbage.note(sum(m.server.used for m in [*self.fs.shared, *self.fs.local]))
         self._restarting = run.machine.crashes > 0
-        result.replay = encode(spec)
         return result
 
     def _replay_spec(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], run_index: int,

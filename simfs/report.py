@@ -11,6 +11,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from . import plaindata
+from .runspec import encode
 
 if TYPE_CHECKING:
     from .runtime.machine import TraceEvent
@@ -144,12 +145,18 @@ class Result:
     virtual_time: float
     wall_time: float
     trace: list[TraceEvent]
-    replay: str
+    replay_spec: dict[str, Any]  # what simfs.replay needs to run it again (JSON data)
     ops: int
     switches: int
     notes: list[str] = field(default_factory=list)
     node_ops: list[int] = field(default_factory=list)  # filesystem operations of each node's ranks
     carrier: str = "greenlet"  # how the ranks were carried: greenlets of one process, or OS processes
+
+    @property
+    def replay(self) -> str:
+        """The replay string: ``simfs.replay(text)`` runs this run again (encoded when asked for:
+        most runs of a search are never replayed)."""
+        return encode(self.replay_spec)
 
     @property
     def ok(self) -> bool:

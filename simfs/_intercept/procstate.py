@@ -26,6 +26,10 @@ class EnvironProxy(MutableMapping[str, str]):
 
     def __init__(self, real: MutableMapping[str, str]) -> None:
         self._real = real
+        # a copy of the real environment, and the encoded entries it was made of (kept, not
+        # replaced: a host that froze its objects keeps its count of frozen objects)
+        self._real_data: dict[Any, Any] = {}
+        self._real_copy: dict[str, str] = {}
 
     def _env(self) -> MutableMapping[str, str]:
         task = current_task()
@@ -53,7 +57,18 @@ class EnvironProxy(MutableMapping[str, str]):
         return key in self._env()
 
     def copy(self) -> dict[str, str]:
-        return dict(self._env())
+        env = self._env()
+        if env is not self._real:
+            return dict(env)
+        data = getattr(self._real, "_data", None)  # os._Environ's encoded entries: compared at C speed
+        if data is None:
+            return dict(env)
+        if data != self._real_data:
+            self._real_data.clear()
+            self._real_data.update(data)
+            self._real_copy.clear()
+            self._real_copy.update(env)
+        return dict(self._real_copy)
 
     def __repr__(self) -> str:
         return f"environ({dict(self._env())!r})"

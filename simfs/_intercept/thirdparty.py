@@ -144,7 +144,8 @@ _INSTALLERS: dict[str, Callable[[], None]] = {"numpy": _install_numpy, "torch": 
 # packages whose every module is looked at once imported (the installer gets the module's name)
 _PACKAGE_INSTALLERS: dict[str, Callable[[str], None]] = {"filelock": _install_filelock}
 _done: set[str] = set()
-_plain: set[str] = set()  # modules no installer patches: not looked at again (thousands once torch is imported)
+# modules patched or with nothing to patch: not looked at again (thousands once torch is imported)
+_looked_at: set[str] = set()
 
 
 def _installer(module: str) -> Callable[[], None] | None:
@@ -159,9 +160,10 @@ def install() -> None:
     """Patch the libraries the process has imported, and patch the others the moment they are
     imported during the run (a job may import torch inside its ranks): simfs imports none of them
     itself, so a process that never uses them pays nothing."""
-    for module in [m for m in sys.modules if m not in _plain]:
-        if sys.modules.get(module) is not None:
-            _patch(module)
+    if not _looked_at.issuperset(sys.modules):  # (a C-speed check: thousands of names once torch is imported)
+        for module in [m for m in sys.modules if m not in _looked_at]:
+            if sys.modules.get(module) is not None:
+                _patch(module)
     if not any(isinstance(finder, _PatchOnImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, _PatchOnImport())  # the run's HostGuard takes it out again
 
@@ -170,14 +172,15 @@ def _patch(module: str) -> None:
     if module in _done:
         return
     installer = _installer(module)
+    _looked_at.add(module)
     if installer is None:
-        _plain.add(module)
         return
     _done.add(module)
     try:
         installer()
     except ImportError:  # a library it needs is blocked or broken (sys.modules[name] = None)
         _done.discard(module)
+        _looked_at.discard(module)
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):

@@ -34,10 +34,6 @@ class Image(Protocol):
     def __setitem__(self, ino: int, node: Inode, /) -> None: ...
 
 
-# what differs from a base image: (inode, its entries, data or link target), by inode
-Fingerprint = tuple[tuple[str, bytes | str], ...]
-
-
 @dataclass(slots=True)
 class EntryUnit:
     """A directory entry set (ino) or removed (None), not yet durable."""
@@ -113,6 +109,8 @@ class Journal:
         self._links: dict[int, int] = {}  # durable directory entries naming each durable inode
         self._seq = 0
         self._truncated_to_zero: set[int] = set()  # auto_da_alloc's replace-by-truncate, until the close
+        self.version = 0  # bumped by every change to what a crash can leave (distinct_states' memo)
+        self._distinct: tuple[int, int, list[tuple[CrashState, bytes]]] | None = None
 
     def rebind(self, *, live: Callable[[int], Inode | None], clock: Callable[[], float]) -> None:
         """Serve another server (Server.adopt): its live inodes and its clock."""
@@ -121,6 +119,7 @@ class Journal:
 
     # -- recording -------------------------------------------------------------------------
     def entry(self, unit: EntryUnit) -> None:
+        self.version += 1
         if self.entries_durable_at_op:
             if self.model.ordered_metadata:  # the server commits the journal: earlier metadata with it
                 self._persist_seqs(self._metadata_seqs())
@@ -130,12 +129,14 @@ class Journal:
 
     def write(self, ino: int, offset: int, data: bytes) -> None:
         if data:
+            self.version += 1
             self._supersede(ino, offset, offset + len(data))
             self._append(DataUnit(ino, offset, data), self._by_ino, ino)
             lo, hi = self._span.get(ino, (offset, offset))
             self._span[ino] = (min(lo, offset), max(hi, offset + len(data)))
 
     def truncate(self, ino: int, size: int) -> None:
+        self.version += 1
         self._supersede(ino, size, None)
         self._append(DataUnit(ino, 0, None, size), self._by_ino, ino)
         if size == 0 and self.model.auto_da_alloc:
@@ -161,6 +162,7 @@ class Journal:
         moved = [seq for seq in seqs if self._is_write(self._pending.get(seq))]
         if not moved:
             return
+        self.version += 1
         kept = [seq for seq in seqs if seq not in set(moved)]
         for seq in moved:
             unit = cast(DataUnit, self._pending.pop(seq))
@@ -227,6 +229,7 @@ class Journal:
     def commit(self, ino: int) -> None:
         """fsync of a file (or an NFS COMMIT): its data is durable (an ordered model: with every
         metadata operation so far, as the journal commits)."""
+        self.version += 1
         self._span.pop(ino, None)
         seqs = self._by_ino.pop(ino, [])
         if self.model.ordered_metadata:
@@ -239,6 +242,7 @@ class Journal:
     def sync_dir(self, ino: int) -> None:
         """fsync of a directory: its entries are durable (an ordered model: every metadata
         operation so far, as the journal commits)."""
+        self.version += 1
         seqs = self._by_dir.pop(ino, [])
         if self.model.ordered_metadata:
             seqs = self._metadata_seqs()
@@ -279,6 +283,7 @@ class Journal:
     def discard(self, ino: int) -> None:
         """The inode is gone from the volatile layer: its unsynced data can never reach the disk
         (the page cache drops the pages of a deleted file)."""
+        self.version += 1
         if ino in self._span:
             self._supersede(ino, 0, None)
             del self._span[ino]
@@ -388,23 +393,28 @@ class Journal:
 
     def distinct_states(self, limit: int) -> list[tuple[CrashState, bytes]]:
         """Crash states that leave different durable images, simplest first, at most ``limit``,
-        each with a digest of its image (equal digests: equal images)."""
+        each with a digest of its image (equal digests: equal images). Asked again with nothing
+        changed since (an exhaustive walk asks before every operation), the same list."""
+        if self._distinct is not None and self._distinct[:2] == (self.version, limit):
+            return list(self._distinct[2])
         seen: set[bytes] = set()
         out: list[tuple[CrashState, bytes]] = []
         streams = self._streams()  # the same for every state: computed once
         for state in self.states():
             image = _CopyOnWrite(self.durable)
             self._apply(state, image, streams)
-            key = hashlib.blake2b(repr(image.fingerprint()).encode(), digest_size=16).digest()
+            key = image.digest()
             if key not in seen:
                 seen.add(key)
                 out.append((state, key))
                 if len(out) >= limit:
                     break
-        return out
+        self._distinct = (self.version, limit, out)
+        return list(out)
 
     def apply(self, state: CrashState) -> str:
         """Crash: persist what ``state`` keeps, drop the rest; returns a one-line summary."""
+        self.version += 1
         streams = meta, writes = self._streams()
         self._apply(state, self.durable, streams)
         self._pending.clear()
@@ -414,8 +424,21 @@ class Journal:
         self._truncated_to_zero.clear()
         return state.describe(len(meta), len(writes))
 
+    def crashed_from(self, other: Journal, state: CrashState) -> str:
+        """Become ``other`` after a crash that keeps ``state`` (``other`` is left as it is): its
+        durable image with what ``state`` persists, in inodes of this journal's own, and nothing
+        pending. Returns the crash's summary."""
+        self.version += 1
+        streams = meta, writes = other._streams()
+        image = _CopyOnWrite(other.durable)
+        other._apply(state, image, streams)
+        self.durable = image.owned()
+        self._seq = other._seq
+        return state.describe(len(meta), len(writes))
+
     def keep_only(self, reachable: dict[int, Inode]) -> None:
         """After a crash: the durable layer is what its root reaches."""
+        self.version += 1
         self.durable.clear()
         self.durable.update(reachable)
         self._links = {}
@@ -467,9 +490,24 @@ class _CopyOnWrite:
     def __setitem__(self, ino: int, node: Inode) -> None:
         self._own[ino] = node
 
-    def fingerprint(self) -> Fingerprint:
-        """The image as its root reaches it, by names (equal fingerprints: equal images; inode
-        numbers, and inodes no durable name reaches, do not count)."""
+    def owned(self) -> dict[int, Inode]:
+        """The whole image in inodes of its own (the base's untouched ones cloned)."""
+        return {ino: self._own.get(ino) or node.clone() for ino, node in self._base.items()} | {
+            ino: node for ino, node in self._own.items() if ino not in self._base}
+
+    def digest(self) -> bytes:
+        """A digest of the image as its root reaches it, by names (equal digests: equal images;
+        inode numbers, and inodes no durable name reaches, do not count)."""
+        digest = hashlib.blake2b(digest_size=16)
+        for path, content in self._reached():
+            data = content if isinstance(content, bytes) else content.encode()
+            tag = b"f" if isinstance(content, bytes) else b"l"  # a file's bytes, or a link's target
+            digest.update(b"%s%d:%s%d:" % (tag, len(path), path.encode(), len(data)))
+            digest.update(data)
+        return digest.digest()
+
+    def _reached(self) -> list[tuple[str, bytes | str]]:
+        """Every path the root reaches, sorted, with its bytes (a link: its target; a directory: '')."""
         out: list[tuple[str, bytes | str]] = []
         stack, seen = [("", ROOT)], set()
         while stack:
@@ -485,4 +523,5 @@ class _CopyOnWrite:
                 stack.extend((f"{path}/{name}", child) for name, child in node.entries.items())
             else:
                 out.append((path, node.data.tobytes() if node.data is not None else "->" + node.target))
-        return tuple(sorted(out))
+        out.sort()
+        return out

@@ -32,7 +32,10 @@ class ProcFs:
         self.boots = 0
         self.boot_time = 0.0
         self.pids: set[int] = set()
-        self._unwritten: dict[int, dict[str, str]] = {}  # pid -> its files, written on first look at /proc
+        # written on the first look at /proc: each process's files (pid -> ppid, start, argv,
+        # environment), and the boot id of the boot it was written for
+        self._unwritten: dict[int, tuple[int, int, list[str], dict[str, str]]] = {}
+        self._boot_written = -1
         self.reboot()
 
     @property
@@ -46,7 +49,6 @@ class ProcFs:
         self._unwritten.clear()
         self.boots += 1
         self.boot_time = self.clock()
-        self._write("sys/kernel/random/boot_id", self.boot_id + "\n")
 
     @property
     def boot_id(self) -> str:
@@ -55,26 +57,20 @@ class ProcFs:
 
     def add(self, pid: int, ppid: int, argv: list[str], env: dict[str, str]) -> None:
         """A process started on this node."""
-        start = int((self.clock() - self.boot_time) * CLK_TCK)
-        name = "python"
-        # fields 1..52 of proc(5) /proc/<pid>/stat; field 22 is the start time since boot
-        fields = [str(pid), f"({name})", "S", str(ppid), str(pid), str(pid)] + ["0"] * 15 + [str(start)] + ["0"] * 30
-        self._unwritten[pid] = {
-            "stat": " ".join(fields) + "\n",
-            "status": f"Name:\t{name}\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{ppid}\n",
-            "cmdline": "\0".join(argv) + "\0",
-            "environ": "".join(f"{k}={v}\0" for k, v in env.items()),
-            "mountinfo": self.mountinfo,
-        }
+        self._unwritten[pid] = (ppid, int((self.clock() - self.boot_time) * CLK_TCK), argv, env)
         self.pids.add(pid)
 
     def ensure(self) -> None:
         """Someone looks at /proc: the processes' files exist (written only then: most jobs never
         look, and a run of thousands of ranks should not pay for it)."""
+        if self._boot_written != self.boots:
+            self._write("sys/kernel/random/boot_id", self.boot_id + "\n")
+            self._boot_written = self.boots
         while self._unwritten:
-            pid, files = self._unwritten.popitem()
-            for name, text in files.items():
-                self._write(f"{pid}/{name}", text)
+            pid, (ppid, start, argv, env) = self._unwritten.popitem()
+            files = _process_files(pid, ppid, start, argv, env, self.mountinfo)
+            for file, text in files.items():
+                self._write(f"{pid}/{file}", text)
 
     def remove(self, pid: int) -> None:
         """A process ended: its directory goes."""
@@ -98,6 +94,21 @@ class ProcFs:
         file_ino, _, _ = server.create(ino, parts[-1], 0o444, False)
         server.truncate(file_ino, 0)
         server.write(file_ino, 0, text.encode())
+
+
+def _process_files(pid: int, ppid: int, start: int, argv: list[str], env: dict[str, str],
+                   mountinfo: str) -> dict[str, str]:
+    """The files of /proc/<pid> (``start``: clock ticks since boot)."""
+    name = "python"
+    # fields 1..52 of proc(5) /proc/<pid>/stat; field 22 is the start time since boot
+    fields = [str(pid), f"({name})", "S", str(ppid), str(pid), str(pid)] + ["0"] * 15 + [str(start)] + ["0"] * 30
+    return {
+        "stat": " ".join(fields) + "\n",
+        "status": f"Name:\t{name}\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{ppid}\n",
+        "cmdline": "\0".join(argv) + "\0",
+        "environ": "".join(f"{k}={v}\0" for k, v in env.items()),
+        "mountinfo": mountinfo,
+    }
 
 
 def _mountinfo(mounts: Sequence[tuple[str, str, int]]) -> str:

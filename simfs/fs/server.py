@@ -3,11 +3,9 @@ its journal of what is not durable yet (see journal.py), and the space its file 
 
 from __future__ import annotations
 
-import copy
 import errno
 import hashlib
 from collections.abc import Callable
-from typing import Any
 
 from ..choices import ChoiceSource
 from ..profiles import Profile
@@ -140,14 +138,6 @@ class Server:
                 digest.update(node.data.tobytes())
         return digest.digest()
 
-    def copy_from(self, other: Server) -> None:
-        """Become a copy of ``other``'s state (namespace, journal, space) on this server's own
-        clock: how a search carries a disk as a crash left it to a new cluster."""
-        memo: dict[int, Any] = {id(other): self, id(other._clock): self._clock}
-        for key, value in vars(other).items():
-            if key not in ("profile", "name", "_clock"):
-                setattr(self, key, copy.deepcopy(value, memo))
-
     def adopt(self, other: Server) -> None:
         """Take over ``other``'s state (which must not be used afterwards), on this server's clock."""
         for key, value in vars(other).items():
@@ -157,19 +147,25 @@ class Server:
 
     def crashed_copy(self, state: CrashState) -> tuple[Server, str]:
         """A copy of this server after a crash that keeps ``state`` (this one is left as it is),
-        and what the crash kept, in words."""
+        and what the crash kept, in words: only the durable image the crash leaves is copied."""
         twin = Server(self.profile, self._clock, self.name)
-        twin.copy_from(self)
-        return twin, twin.crash_into(state)
+        twin._next_ino, twin._group, twin.reserved = self._next_ino, self._group, self.reserved
+        twin.kinds = dict(self.kinds)
+        summary = twin.journal.crashed_from(self.journal, state)
+        twin._restore_from_durable(self.inodes)
+        twin.crashes = self.crashes + 1
+        return twin, summary
 
     def crash_into(self, state: CrashState) -> str:
         """Lose the volatile layer, keeping what ``state`` persists; returns a summary."""
         summary = self.journal.apply(state)
-        self._restore_from_durable()
+        self._restore_from_durable(self.inodes)
         self.crashes += 1
         return summary
 
-    def _restore_from_durable(self) -> None:
+    def _restore_from_durable(self, before: dict[int, Inode]) -> None:
+        """The namespace after a crash: the durable image its root reaches (``before``: the
+        namespace the crash lost, whose unchanged inodes keep their attributes)."""
         durable = self.journal.durable
         reachable: dict[int, Inode] = {}
         links: dict[int, int] = {}
@@ -184,7 +180,7 @@ class Server:
                 links[child] = links.get(child, 0) + 1
                 stack.append(child)
         self.journal.keep_only(reachable)
-        before, self.inodes = self.inodes, {}
+        self.inodes = {}
         for ino, node in reachable.items():
             live = node.clone()
             if live.entries is not None:

@@ -9,18 +9,30 @@ from __future__ import annotations
 import builtins
 import gc
 import io
+import itertools
 import logging
+import operator
 import random
 import socket
 import sys
 import threading
 import warnings
+from collections.abc import Collection
 from typing import Any
 
 
 def _loggers() -> list[logging.Logger]:
     return [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
                                    if isinstance(lg, logging.Logger))]
+
+
+_LOGGER_STATE = operator.attrgetter("handlers", "level", "propagate", "disabled")
+
+
+def _same_prefix(items: Collection[Any], saved: list[Any]) -> bool:
+    """``items`` begins with the very objects of ``saved``, in order (identity, at C speed,
+    allocating nothing: no collection starts)."""
+    return len(items) >= len(saved) and all(map(operator.is_, itertools.islice(items, len(saved)), saved))
 
 
 class HostGuard:
@@ -37,12 +49,14 @@ class HostGuard:
         self.dlopen = sys.getdlopenflags()
         self.thread_hooks = (threading._trace_hook, threading._profile_hook)  # type: ignore[attr-defined]  # private
         self.namespaces = [(vars(module), dict(vars(module))) for module in (builtins, io)]
-        self.modules = dict(sys.modules)
+        self.module_entries = (list(sys.modules), list(sys.modules.values()))
         self.import_system = (list(sys.meta_path), list(sys.path_hooks))
         self.random = random._inst.getstate()
         self.logging_disable = logging.root.manager.disable
         self.loggers: list[tuple[logging.Logger, list[Any], int, bool, bool]] = [
             (lg, list(lg.handlers), lg.level, lg.propagate, lg.disabled) for lg in _loggers()]
+        self.logger_objects = [lg for lg, *_ in self.loggers]
+        self.logger_states = [tuple(state) for _, *state in self.loggers]  # as _LOGGER_STATE reads them
         sys.dont_write_bytecode = True  # imports inside ranks must not write __pycache__ to the real disk
 
     def restore(self) -> None:
@@ -62,13 +76,21 @@ class HostGuard:
             warnings._filters_mutated()  # type: ignore[attr-defined]  # private
         socket.setdefaulttimeout(self.timeout)
         logging.root.manager.disable = self.logging_disable
+        self._restore_loggers()
+
+    def _restore_loggers(self) -> None:
+        loggers = _loggers()
+        if len(loggers) == len(self.loggers) and all(map(operator.is_, loggers, self.logger_objects)) and \
+                list(map(_LOGGER_STATE, loggers)) == self.logger_states:
+            logging.Logger.manager._clear_cache()  # type: ignore[attr-defined]  # private
+            return  # (the common case, checked at C speed: no logger changed or came)
         known = set()
         for lg, handlers, level, propagate, disabled in self.loggers:
             known.add(id(lg))
             if lg.handlers != handlers:
                 lg.handlers[:] = handlers
             lg.level, lg.propagate, lg.disabled = level, propagate, disabled
-        for lg in _loggers():
+        for lg in loggers:
             if id(lg) not in known:
                 # a logger made during the run: its handlers were rank code's (they write to the
                 # rank's simulated streams and files); a NullHandler writes nowhere and is what a
@@ -92,9 +114,9 @@ class HostGuard:
                 for name in [n for n in space if n not in saved]:
                     del space[name]
                 space.update(saved)
-        modules = sys.modules
-        if modules.items() >= self.modules.items():  # (a C-speed check: every entry still the same)
-            return
-        for name, module in self.modules.items():
+        modules, (names, values) = sys.modules, self.module_entries
+        if _same_prefix(modules, names) and _same_prefix(modules.values(), values):
+            return  # (the common case, checked at C speed: imports during the run come after these)
+        for name, module in zip(names, values):
             if modules.get(name) is not module:
                 modules[name] = module

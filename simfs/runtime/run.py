@@ -90,7 +90,8 @@ class Run:
     def _note_collective(self, rank: int, op: str, group: str, outcome: str) -> None:
         self.machine.note(op, group, outcome, rank=rank, node=rank // self.settings.ranks_per_node)
 
-    def execute(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], replay: str) -> Result:
+    def execute(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                replay: dict[str, Any]) -> Result:
         """Run the job to the end (or its abort) and say what happened."""
         self._spawn_ranks(job, args, kwargs)
         self.machine.faults.arm_timers()
@@ -145,7 +146,7 @@ class Run:
     # -- ranks -------------------------------------------------------------------------------------
     def _spawn_ranks(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         s, sched, machine = self.settings, self.sched, self.machine
-        base_env = {**dict(os.environ), **s.env}
+        base_env = {**os.environ.copy(), **s.env}
         run_id = f"simfs-{s.seed}-{self.index}"
         caller_context = contextvars.copy_context()
         for rank in range(s.world_size):
@@ -292,7 +293,7 @@ class Run:
                              f"(a real lock, socket or subprocess?); it was here:\n{stack}")
 
     # -- the result --------------------------------------------------------------------------------
-    def _result(self, start: float, wall: float, replay: str) -> Result:
+    def _result(self, start: float, wall: float, replay: dict[str, Any]) -> Result:
         sched, state = self.sched, self.state
         returns: dict[int, Any] = {}
         errors: dict[int, BaseException] = {}
@@ -312,7 +313,7 @@ class Run:
         hung = {**self.world.hangs, **state.hung}
         return Result(returns=returns, errors=errors, tracebacks=tracebacks, thread_errors=thread_errors,
                       crashed=state.crashed, hung=hung,
-                      virtual_time=sched.now - start, wall_time=wall, trace=self.machine.trace, replay=replay,
+                      virtual_time=sched.now - start, wall_time=wall, trace=self.machine.trace, replay_spec=replay,
                       ops=self.machine.total_ops, switches=sched.switches, notes=state.notes,
                       node_ops=list(self.machine.node_ops), carrier=self.settings.carrier)
 

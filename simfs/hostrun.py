@@ -1,0 +1,62 @@
+"""The host's side of a run: its interpreter-wide state taken (HostGuard), the interception
+installed and verified, the heap frozen, and everything put back after the run.
+
+A series of runs in one thread (``series``: the restarts of an exhaustive crash walk) prepares
+the host once: between its runs it puts back what rank code can change (the guard's state as the
+series' runs start: the interception in place) and puts back any patch rank code replaced, and
+the host is as it was when the series ends. A run in a series sees the interpreter exactly as a
+run on its own does."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .runtime.heap import frozen_heap
+from .runtime.hostguard import HostGuard
+
+_local = threading.local()  # .series: the guard of the series open in this thread, or None
+
+
+@contextmanager
+def series() -> Iterator[None]:
+    """Runs in this block (in this thread) share one preparation of the host; blocks nest."""
+    if getattr(_local, "series", None) is not None:
+        yield
+        return
+    from ._intercept import install
+
+    outer = HostGuard()  # before install(): what it imports and patches in builtins is undone after
+    try:
+        install()
+        with frozen_heap():
+            _local.series = HostGuard()  # the host as each run of the series starts
+            try:
+                yield
+            finally:
+                _local.series = None
+    finally:
+        outer.restore()
+
+
+@contextmanager
+def prepared() -> Iterator[None]:
+    """The host ready for one run during the block, and as it was after it."""
+    from ._intercept import install
+
+    between: HostGuard | None = getattr(_local, "series", None)
+    if between is not None:
+        install()  # puts back what the last run replaced
+        try:
+            yield
+        finally:
+            between.restore()
+        return
+    guard = HostGuard()  # before install(): what it imports and patches in builtins is undone after
+    try:
+        install()
+        with frozen_heap():  # the host's objects need no cycle collection while ranks allocate
+            yield
+    finally:
+        guard.restore()

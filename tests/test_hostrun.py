@@ -1,0 +1,76 @@
+"""A series of runs (simfs.hostrun.series, how an exhaustive walk runs its restarts) prepares the
+host once, yet each of its runs sees the interpreter as a run on its own does, and the host is as
+it was when the series ends: whatever the run before changed is put back in between."""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import os
+import sys
+import types
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import simfs
+from simfs import hostrun
+
+
+def _replace_module() -> None:
+    sys.modules["json"] = types.ModuleType("json")
+
+
+def _replace_patch() -> None:
+    os.stat = lambda *args, **kwargs: "not simulated"  # type: ignore[assignment]  # what a rank may do
+
+
+# (what a rank changes, what the next run looks at)
+CHANGES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
+    "recursion limit": (lambda: sys.setrecursionlimit(5000), sys.getrecursionlimit),
+    "warnings filter": (lambda: warnings.simplefilter("error"), lambda: warnings.filters[:1]),
+    "logging.basicConfig": (lambda: logging.basicConfig(level=logging.DEBUG),
+                            lambda: (len(logging.getLogger().handlers), logging.getLogger().level)),
+    "a logger's level": (lambda: logging.getLogger("simfs.test.series").setLevel(logging.DEBUG),
+                         lambda: logging.getLogger("simfs.test.series").level),
+    "a new builtin": (lambda: setattr(builtins, "simfs_series_name", 1),
+                      lambda: hasattr(builtins, "simfs_series_name")),
+    "a module replaced in sys.modules": (_replace_module, lambda: "dumps" in vars(sys.modules["json"])),
+    "a patched function replaced": (_replace_patch, lambda: os.stat("/shared").st_mode != 0),
+}
+
+
+def _cluster() -> simfs.Cluster:
+    return simfs.Cluster(nodes=1, ranks_per_node=2, profile="nfs", carrier="greenlet", isolate=False)
+
+
+def _host() -> tuple[Any, ...]:
+    return (sys.getrecursionlimit(), list(warnings.filters), list(logging.getLogger().handlers),
+            logging.getLogger().level, logging.getLogger("simfs.test.series").level, dict(vars(builtins)),
+            sys.modules.get("json"), os.stat)
+
+
+@pytest.mark.parametrize("name", list(CHANGES))
+def test_each_run_of_a_series_sees_the_interpreter_of_a_run_on_its_own(name: str) -> None:
+    change, look = CHANGES[name]
+    alone = _cluster().run(look).returns  # what a run sees on its own
+    before = _host()
+    with hostrun.series():
+        cluster = _cluster()
+        changed = cluster.run(change)
+        assert changed.ok, changed.summary()
+        seen = cluster.run(look)
+    assert seen.ok, seen.summary()
+    assert seen.returns == alone, f"{name}: the run after the change saw {seen.returns}, a run on its own {alone}"
+    assert _host() == before, f"{name}: the host changed"
+
+
+def test_a_series_inside_a_series_is_the_same_series() -> None:
+    before = _host()
+    with hostrun.series():
+        with hostrun.series():
+            assert _cluster().run(CHANGES["recursion limit"][0]).ok
+        assert _cluster().run(sys.getrecursionlimit).returns == {0: before[0], 1: before[0]}
+    assert _host() == before
