@@ -47,7 +47,7 @@ def prepared() -> Iterator[None]:
 
     between: HostGuard | None = getattr(_local, "series", None)
     if between is not None:
-        install()  # puts back what the last run replaced
+        install(modules_unchanged=between.modules_as_taken)  # puts back what the last run replaced
         try:
             yield
         finally:

@@ -30,9 +30,10 @@ _lock = threading.Lock()
 _installed = False
 
 
-def install() -> None:
+def install(*, modules_unchanged: bool = False) -> None:
     """Install the patches (first call), put back any that was replaced, and catch up with
-    modules imported since."""
+    modules imported since (``modules_unchanged``: the caller saw that sys.modules holds the
+    very modules it held at the last call, so there are none)."""
     global _installed
     with _lock:
         if not _installed:
@@ -44,7 +45,8 @@ def install() -> None:
             _installed = True
         else:
             verify()
-            thirdparty.install()  # libraries imported since the last run
+            if not modules_unchanged:
+                thirdparty.install()  # libraries imported since the last run
         if sys.modules.get("fsspec") is not None:
             from ..fsspec_view import register
 

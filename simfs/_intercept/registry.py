@@ -5,11 +5,12 @@ find references to the originals that other modules imported by name."""
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import posix
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FunctionType, ModuleType
 from typing import Any
 
@@ -21,6 +22,8 @@ from ..runtime.scheduler import TASKS, Task
 _replacements: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, replacement)
 _originals: dict[tuple[int, str], Any] = {}
 _installed: list[tuple[Any, str, Any]] = []  # (owner, name, replacement): what verify() puts back
+_generation = [0]  # bumped when _installed changes
+_grouped: list[Any] = [-1, []]  # _installed as _by_namespace() groups it, and the generation it was made at
 _scanned: dict[str, int] = {}
 _placed: dict[int, list[tuple[dict[str, Any], str]]] = {}  # id(replacement) -> where a scan put it by name
 _OWN_PREFIX = "simfs"
@@ -68,6 +71,7 @@ def patch(owner: Any, name: str, replacement: Any, *, scan: bool = True) -> Any:
             replacement.__module__, replacement.__qualname__ = owner.__module__, f"{owner.__qualname__}.{name}"
     setattr(owner, name, replacement)
     _installed.append((owner, name, replacement))
+    _generation[0] += 1
     if scan:
         _replacements[id(original)] = (original, replacement)
     if owner is os and callable(original):
@@ -95,6 +99,7 @@ def unpatch(owners: list[Any], names: list[str]) -> None:
                 if namespace.get(key) is current:
                     namespace[key] = original
     _installed[:] = [entry for entry in _installed if id(entry[2]) not in restored]
+    _generation[0] += 1
 
 
 def original(owner: Any, name: str) -> Any:
@@ -103,10 +108,30 @@ def original(owner: Any, name: str) -> Any:
 
 def verify() -> None:
     """Put back any patch that something replaced since (e.g. importlib.reload(os) in a rank)."""
+    if all(all(map(operator.is_, map(namespace.get, names), replacements))
+           for namespace, names, replacements in _by_namespace()):
+        return  # (the common case, checked at C speed)
     for owner, name, replacement in _installed:
         current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
         if current is not replacement:
             setattr(owner, name, replacement)
+
+
+def _by_namespace() -> list[tuple[Mapping[str, Any], list[str], list[Any]]]:
+    """The patches by the namespace they live in (a module's or a class's dict), as verify()
+    looks them up; made again when the patches changed."""
+    if _grouped[0] != _generation[0]:
+        groups: dict[int, tuple[Mapping[str, Any], list[str], list[Any]]] = {}
+        for owner, name, replacement in _installed:
+            # what getattr reads for a module, a class's own as verify() reads it (an object
+            # without a __dict__: nothing, and the slow way decides)
+            namespace = getattr(owner, "__dict__", None) or {}
+            _, names, replacements = groups.setdefault(id(owner), (namespace, [], []))
+            names.append(name)
+            replacements.append(replacement)
+        _grouped[:] = [_generation[0], list(groups.values())]
+    grouped: list[tuple[Mapping[str, Any], list[str], list[Any]]] = _grouped[1]
+    return grouped
 
 
 def dispatcher(real: Callable[..., Any], sim: Callable[..., Any]) -> Callable[..., Any]:

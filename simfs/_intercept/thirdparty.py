@@ -160,7 +160,7 @@ def install() -> None:
     """Patch the libraries the process has imported, and patch the others the moment they are
     imported during the run (a job may import torch inside its ranks): simfs imports none of them
     itself, so a process that never uses them pays nothing."""
-    if not _looked_at.issuperset(sys.modules):  # (a C-speed check: thousands of names once torch is imported)
+    if not sys.modules.keys() <= _looked_at:  # (a C-speed check: thousands of names once torch is imported)
         for module in [m for m in sys.modules if m not in _looked_at]:
             if sys.modules.get(module) is not None:
                 _patch(module)

@@ -62,8 +62,8 @@ class Inode:
 
     def clone(self) -> Inode:
         twin = Inode.__new__(Inode)
-        for slot in Inode.__slots__:
-            setattr(twin, slot, getattr(self, slot))
+        twin.ino, twin.kind, twin.mode, twin.nlink = self.ino, self.kind, self.mode, self.nlink
+        twin.target, twin.mtime, twin.ctime, twin.change = self.target, self.mtime, self.ctime, self.change
         twin.data = self.data.copy() if self.data is not None else None
         twin.entries = dict(self.entries) if self.entries is not None else None
         return twin

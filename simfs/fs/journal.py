@@ -400,10 +400,11 @@ class Journal:
         seen: set[bytes] = set()
         out: list[tuple[CrashState, bytes]] = []
         streams = self._streams()  # the same for every state: computed once
+        base_hashes: dict[int, bytes] = {}
         for state in self.states():
             image = _CopyOnWrite(self.durable)
             self._apply(state, image, streams)
-            key = image.digest()
+            key = image.digest(base_hashes)
             if key not in seen:
                 seen.add(key)
                 out.append((state, key))
@@ -491,24 +492,44 @@ class _CopyOnWrite:
         self._own[ino] = node
 
     def owned(self) -> dict[int, Inode]:
-        """The whole image in inodes of its own (the base's untouched ones cloned)."""
-        return {ino: self._own.get(ino) or node.clone() for ino, node in self._base.items()} | {
-            ino: node for ino, node in self._own.items() if ino not in self._base}
+        """The image as its root reaches it, in inodes of its own (the base's untouched ones
+        cloned; what no name reaches is left out, as a crash's recovery drops it)."""
+        out: dict[int, Inode] = {}
+        stack = [ROOT]
+        while stack:
+            ino = stack.pop()
+            if ino in out:
+                continue
+            node = self._own.get(ino)
+            if node is None:
+                base = self._base.get(ino)
+                if base is None:
+                    continue
+                node = base.clone()
+            out[ino] = node
+            if node.entries is not None:
+                stack.extend(node.entries.values())
+        return out
 
-    def digest(self) -> bytes:
+    def digest(self, base_hashes: dict[int, bytes]) -> bytes:
         """A digest of the image as its root reaches it, by names (equal digests: equal images;
-        inode numbers, and inodes no durable name reaches, do not count)."""
+        inode numbers, and inodes no durable name reaches, do not count). ``base_hashes`` keeps
+        the content hashes of the base's inodes, for the next image over the same base."""
         digest = hashlib.blake2b(digest_size=16)
-        for path, content in self._reached():
-            data = content if isinstance(content, bytes) else content.encode()
-            tag = b"f" if isinstance(content, bytes) else b"l"  # a file's bytes, or a link's target
-            digest.update(b"%s%d:%s%d:" % (tag, len(path), path.encode(), len(data)))
-            digest.update(data)
+        for path, ino, node in self._reached():
+            if node.entries is not None:
+                content = b"d"
+            elif ino in self._own:
+                content = _content_hash(node)
+            else:
+                content = base_hashes.get(ino) or base_hashes.setdefault(ino, _content_hash(node))
+            digest.update(b"%d:%s" % (len(path), path.encode()))
+            digest.update(content)
         return digest.digest()
 
-    def _reached(self) -> list[tuple[str, bytes | str]]:
-        """Every path the root reaches, sorted, with its bytes (a link: its target; a directory: '')."""
-        out: list[tuple[str, bytes | str]] = []
+    def _reached(self) -> list[tuple[str, int, Inode]]:
+        """Every path the root reaches, sorted, with its inode number and inode."""
+        out: list[tuple[str, int, Inode]] = []
         stack, seen = [("", ROOT)], set()
         while stack:
             path, ino = stack.pop()
@@ -519,9 +540,14 @@ class _CopyOnWrite:
                 if ino in seen:
                     continue
                 seen.add(ino)
-                out.append((path + "/", ""))
                 stack.extend((f"{path}/{name}", child) for name, child in node.entries.items())
-            else:
-                out.append((path, node.data.tobytes() if node.data is not None else "->" + node.target))
-        out.sort()
+            out.append((path, ino, node))
+        out.sort(key=lambda reached: reached[0])
         return out
+
+
+def _content_hash(node: Inode) -> bytes:
+    """A file's bytes, or a link's target, hashed (tagged: the two never collide)."""
+    if node.data is not None:
+        return b"f" + hashlib.blake2b(node.data.tobytes(), digest_size=16).digest()
+    return b"l" + hashlib.blake2b(node.target.encode(), digest_size=16).digest()

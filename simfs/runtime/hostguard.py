@@ -50,6 +50,7 @@ class HostGuard:
         self.thread_hooks = (threading._trace_hook, threading._profile_hook)  # type: ignore[attr-defined]  # private
         self.namespaces = [(vars(module), dict(vars(module))) for module in (builtins, io)]
         self.module_entries = (list(sys.modules), list(sys.modules.values()))
+        self.modules_as_taken = True  # after restore(): sys.modules holds exactly these again
         self.import_system = (list(sys.meta_path), list(sys.path_hooks))
         self.random = random._inst.getstate()
         self.logging_disable = logging.root.manager.disable
@@ -115,8 +116,10 @@ class HostGuard:
                     del space[name]
                 space.update(saved)
         modules, (names, values) = sys.modules, self.module_entries
+        self.modules_as_taken = len(modules) == len(names)
         if _same_prefix(modules, names) and _same_prefix(modules.values(), values):
             return  # (the common case, checked at C speed: imports during the run come after these)
+        self.modules_as_taken = False
         for name, module in zip(names, values):
             if modules.get(name) is not module:
                 modules[name] = module
