@@ -188,3 +188,53 @@ def test_an_exchange_persists_whole_in_every_crash_state() -> None:
         image = image_of(copy)
         outcomes.add((image["a"], image["b"]))
     assert outcomes == {(b"A", b"B"), (b"B", b"A")}
+
+
+more_operations = st.lists(st.one_of(
+    operations.map(lambda ops: ops[0] if ops else ("dirsync",)),
+    st.tuples(st.just("rename"), st.sampled_from("abc"), st.sampled_from("abc")),
+    st.tuples(st.just("close"), st.sampled_from("abc")),
+), max_size=10)
+
+
+@given(ops=more_operations, model=st.sampled_from(["posix", "ext4", "xfs"]),
+       order=st.sampled_from(["prefix", "omit_one"]))
+@settings(max_examples=80, deadline=None)
+def test_enumeration_between_changes_and_crashed_copies_are_what_a_crash_leaves(ops, model, order) -> None:
+    """After every operation: the crash states a server remembers from the last enumeration are
+    those a fresh enumeration finds (the journal's memo goes stale with nothing it records), and
+    each state's crashed copy holds what a crash of the server itself leaves, the server unchanged."""
+    def build(count: int) -> Server:
+        server = new_server(crash_order=order, persistence=model)
+        apply_more(server, ops[:count])
+        return server
+
+    server = new_server(crash_order=order, persistence=model)
+    for count in range(len(ops) + 1):
+        if count:
+            apply_more(server, ops[count - 1:count], count - 1)
+        remembered = server.keyed_crash_states()
+        server.journal._distinct = None  # what a first enumeration finds
+        assert server.keyed_crash_states() == remembered, f"stale crash states after {ops[:count]}"
+        before = server.digest()
+        for state, _ in remembered:
+            twin, said = server.crashed_copy(state)
+            crashed = build(count)
+            assert said == crashed.crash_into(state)
+            assert twin.digest() == crashed.digest(), f"{state} after {ops[:count]}"
+        assert server.digest() == before, "a crashed copy changed the server it copies"
+
+
+def apply_more(server: Server, ops: list[tuple], first: int = 0) -> None:
+    """``ops`` as apply() makes them, and renames and closes; operation ``first + i`` writes
+    byte ``first + i + 1``."""
+    for index, op in enumerate(ops, first):
+        ino = server.lookup(ROOT, op[1]) if len(op) > 1 else None
+        if op[0] == "rename" and ino is not None and op[1] != op[2]:
+            server.rename(ROOT, op[1], ROOT, op[2])
+        elif op[0] == "close" and ino is not None:
+            server.closed(ino)
+        elif op[0] == "write" and ino is not None:
+            server.write(ino, op[2], bytes([index % 255 + 1]) * op[3])
+        elif op[0] not in ("rename", "close", "write"):
+            apply(server, [op])
