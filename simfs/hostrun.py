@@ -25,19 +25,12 @@ def series() -> Iterator[None]:
     if getattr(_local, "series", None) is not None:
         yield
         return
-    from ._intercept import install
-
-    outer = HostGuard()  # before install(): what it imports and patches in builtins is undone after
-    try:
-        install()
-        with frozen_heap():
-            _local.series = HostGuard()  # the host as each run of the series starts
-            try:
-                yield
-            finally:
-                _local.series = None
-    finally:
-        outer.restore()
+    with prepared():  # as for one run, and the series' runs inside it
+        _local.series = HostGuard()  # the host as each run of the series starts
+        try:
+            yield
+        finally:
+            _local.series = None
 
 
 @contextmanager

@@ -54,10 +54,9 @@ class HostGuard:
         self.import_system = (list(sys.meta_path), list(sys.path_hooks))
         self.random = random._inst.getstate()
         self.logging_disable = logging.root.manager.disable
-        self.loggers: list[tuple[logging.Logger, list[Any], int, bool, bool]] = [
-            (lg, list(lg.handlers), lg.level, lg.propagate, lg.disabled) for lg in _loggers()]
-        self.logger_objects = [lg for lg, *_ in self.loggers]
-        self.logger_states = [tuple(state) for _, *state in self.loggers]  # as _LOGGER_STATE reads them
+        self.logger_objects = _loggers()
+        self.logger_states: list[tuple[list[Any], int, bool, bool]] = [  # as _LOGGER_STATE reads them
+            (list(lg.handlers), lg.level, lg.propagate, lg.disabled) for lg in self.logger_objects]
         sys.dont_write_bytecode = True  # imports inside ranks must not write __pycache__ to the real disk
 
     def restore(self) -> None:
@@ -81,12 +80,12 @@ class HostGuard:
 
     def _restore_loggers(self) -> None:
         loggers = _loggers()
-        if len(loggers) == len(self.loggers) and all(map(operator.is_, loggers, self.logger_objects)) and \
+        if len(loggers) == len(self.logger_objects) and all(map(operator.is_, loggers, self.logger_objects)) and \
                 list(map(_LOGGER_STATE, loggers)) == self.logger_states:
             logging.Logger.manager._clear_cache()  # type: ignore[attr-defined]  # private
             return  # (the common case, checked at C speed: no logger changed or came)
         known = set()
-        for lg, handlers, level, propagate, disabled in self.loggers:
+        for lg, (handlers, level, propagate, disabled) in zip(self.logger_objects, self.logger_states):
             known.add(id(lg))
             if lg.handlers != handlers:
                 lg.handlers[:] = handlers
