@@ -26,7 +26,7 @@ def series() -> Iterator[None]:
         yield
         return
     with prepared():  # as for one run, and the series' runs inside it
-        _local.series = HostGuard()  # the host as each run of the series starts
+        _local.series = HostGuard(between_runs=True)  # the host as each run of the series starts
         try:
             yield
         finally:

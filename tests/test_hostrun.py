@@ -23,6 +23,16 @@ def _replace_module() -> None:
     sys.modules["json"] = types.ModuleType("json")
 
 
+_CACHED = logging.getLogger("simfs.test.series.cache")  # exists before any series
+
+
+def _level_set_and_put_back() -> None:
+    """isEnabledFor remembers its answer; a level assigned directly does not forget it."""
+    _CACHED.setLevel(logging.DEBUG)
+    _CACHED.isEnabledFor(logging.DEBUG)
+    _CACHED.level = logging.NOTSET
+
+
 def _replace_patch() -> None:
     os.stat = lambda *args, **kwargs: "not simulated"  # type: ignore[assignment]  # what a rank may do
 
@@ -35,6 +45,7 @@ CHANGES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
                             lambda: (len(logging.getLogger().handlers), logging.getLogger().level)),
     "a logger's level": (lambda: logging.getLogger("simfs.test.series").setLevel(logging.DEBUG),
                          lambda: logging.getLogger("simfs.test.series").level),
+    "a level set and put back": (_level_set_and_put_back, lambda: _CACHED.isEnabledFor(logging.DEBUG)),
     "a new builtin": (lambda: setattr(builtins, "simfs_series_name", 1),
                       lambda: hasattr(builtins, "simfs_series_name")),
     "a module replaced in sys.modules": (_replace_module, lambda: "dumps" in vars(sys.modules["json"])),

@@ -7,6 +7,7 @@ was. No bytecode is written while ranks run."""
 from __future__ import annotations
 
 import builtins
+import collections
 import gc
 import io
 import itertools
@@ -27,6 +28,7 @@ def _loggers() -> list[logging.Logger]:
 
 
 _LOGGER_STATE = operator.attrgetter("handlers", "level", "propagate", "disabled")
+_CACHE = operator.attrgetter("_cache")  # a logger's isEnabledFor answers (Manager._clear_cache empties them)
 
 
 def _same_prefix(items: Collection[Any], saved: list[Any]) -> bool:
@@ -35,10 +37,21 @@ def _same_prefix(items: Collection[Any], saved: list[Any]) -> bool:
     return len(items) >= len(saved) and all(map(operator.is_, itertools.islice(items, len(saved)), saved))
 
 
-class HostGuard:
-    """What the host had before a run."""
+def _equal_prefix(items: Collection[Any], saved: list[Any]) -> bool:
+    """``items`` begins with ``saved``'s elements, compared as ``==`` compares lists (identity
+    first): several times faster than ``_same_prefix``, but an object whose ``__eq__`` says yes
+    passes for the one it replaced."""
+    return len(items) >= len(saved) and list(itertools.islice(items, len(saved))) == saved
 
-    def __init__(self) -> None:
+
+class HostGuard:
+    """What the host had before a run. ``between_runs``: the guard a series of runs restores
+    between its runs, which compares sys.modules with ``==`` (a module object that claims
+    equality fools only the series' own later runs: the guard that puts the host back when the
+    series ends compares identities)."""
+
+    def __init__(self, *, between_runs: bool = False) -> None:
+        self.same = _equal_prefix if between_runs else _same_prefix
         self.recursion = sys.getrecursionlimit()
         self.switch = sys.getswitchinterval()
         self.gc_threshold = gc.get_threshold()
@@ -54,6 +67,7 @@ class HostGuard:
         self.import_system = (list(sys.meta_path), list(sys.path_hooks))
         self.random = random._inst.getstate()
         self.logging_disable = logging.root.manager.disable
+        self.logger_entries = list(logging.Logger.manager.loggerDict.values())  # placeholders too
         self.logger_objects = _loggers()
         self.logger_states: list[tuple[list[Any], int, bool, bool]] = [  # as _LOGGER_STATE reads them
             (list(lg.handlers), lg.level, lg.propagate, lg.disabled) for lg in self.logger_objects]
@@ -79,11 +93,15 @@ class HostGuard:
         self._restore_loggers()
 
     def _restore_loggers(self) -> None:
+        entries = logging.Logger.manager.loggerDict.values()
+        if len(entries) == len(self.logger_entries) and _same_prefix(entries, self.logger_entries) and \
+                logging.root is self.logger_objects[0] and \
+                list(map(_LOGGER_STATE, self.logger_objects)) == self.logger_states:
+            # (the common case, checked at C speed: no logger changed or came); what isEnabledFor
+            # remembered may date from a level the run set and put back itself
+            collections.deque(map(dict.clear, map(_CACHE, self.logger_objects)), maxlen=0)
+            return
         loggers = _loggers()
-        if len(loggers) == len(self.logger_objects) and all(map(operator.is_, loggers, self.logger_objects)) and \
-                list(map(_LOGGER_STATE, loggers)) == self.logger_states:
-            logging.Logger.manager._clear_cache()  # type: ignore[attr-defined]  # private
-            return  # (the common case, checked at C speed: no logger changed or came)
         known = set()
         for lg, (handlers, level, propagate, disabled) in zip(self.logger_objects, self.logger_states):
             known.add(id(lg))
@@ -116,7 +134,7 @@ class HostGuard:
                 space.update(saved)
         modules, (names, values) = sys.modules, self.module_entries
         self.modules_as_taken = len(modules) == len(names)
-        if _same_prefix(modules, names) and _same_prefix(modules.values(), values):
+        if self.same(modules, names) and self.same(modules.values(), values):
             return  # (the common case, checked at C speed: imports during the run come after these)
         self.modules_as_taken = False
         for name, module in zip(names, values):

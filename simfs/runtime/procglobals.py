@@ -7,6 +7,7 @@ their own (filelock's fork state and thread-locals, for one) runs on rank proces
 from __future__ import annotations
 
 import io
+import operator
 import sys
 import threading
 from collections.abc import Callable
@@ -99,30 +100,54 @@ SLOTS: list[Slot] = [
 
 
 class ProcessGlobals:
-    """Swaps the SLOTS values of one process in (``enter``) and the host's back (``leave``)."""
+    """Swaps the SLOTS values of one process in (``enter``) and the host's back (``leave``): a
+    switch between processes reads and writes the module dictionaries at C speed."""
 
     def __init__(self) -> None:
         self._installed: Process | None = None
-        self._owners = [sys.modules[slot.module] for slot in SLOTS]  # (simfs imports each)
-        self._host: list[Any] = [getattr(owner, slot.name) for owner, slot in zip(self._owners, SLOTS)]
-        self._tables: dict[int, list[Any]] = {}  # id(process) -> its values, by slot index
+        groups: dict[str, list[Slot]] = {}
+        for slot in SLOTS:
+            groups.setdefault(slot.module, []).append(slot)
+        self._slots = [slot for group in groups.values() for slot in group]  # in the order values are kept
+        self._spaces = [(vars(sys.modules[module]), tuple(slot.name for slot in group)) for module, group in
+                        groups.items()]  # (simfs imports each)
+        self._read = [_reader(names) for _, names in self._spaces]
+        self._host: list[tuple[Any, ...]] = self._values()
+        self._tables: dict[int, list[tuple[Any, ...]]] = {}  # id(process) -> its values, by space
+
+    def _values(self) -> list[tuple[Any, ...]]:
+        return [read(space) for read, (space, _) in zip(self._read, self._spaces)]
 
     def enter(self, proc: Process | None) -> None:
         if proc is self._installed:
             return
         current = self._installed
-        saved = self._host if current is None else self._tables[id(current)]
-        for i, (owner, slot) in enumerate(zip(self._owners, SLOTS)):  # the process may have reassigned them
-            saved[i] = getattr(owner, slot.name)
+        saved = self._values()  # the process may have reassigned them
+        if current is None:
+            self._host = saved
+        else:
+            self._tables[id(current)] = saved
         if proc is None:
             values = self._host
         else:
-            values = self._tables.get(id(proc)) or self._tables.setdefault(
-                id(proc), [slot.make(proc, host) for slot, host in zip(SLOTS, self._host)])
-        for owner, slot, value in zip(self._owners, SLOTS, values):
-            setattr(owner, slot.name, value)
+            values = self._tables.get(id(proc)) or self._tables.setdefault(id(proc), self._first_values(proc))
+        for (space, names), those in zip(self._spaces, values):
+            space.update(zip(names, those))
         self._installed = proc
+
+    def _first_values(self, proc: Process) -> list[tuple[Any, ...]]:
+        made = iter([slot.make(proc, host) for slot, host in
+                     zip(self._slots, [value for values in self._host for value in values])])
+        return [tuple(next(made) for _ in names) for _, names in self._spaces]
 
     def leave(self) -> None:
         """The run is over: the host's values are installed again."""
         self.enter(None)
+
+
+def _reader(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """Reads ``names`` of a module dictionary as a tuple, at C speed."""
+    get = operator.itemgetter(*names)
+    if len(names) > 1:
+        return get  # type: ignore[return-value]  # a tuple for several names
+    return lambda space: (get(space),)
