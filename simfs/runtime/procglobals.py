@@ -149,5 +149,5 @@ def _reader(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...
     """Reads ``names`` of a module dictionary as a tuple, at C speed."""
     get = operator.itemgetter(*names)
     if len(names) > 1:
-        return get  # type: ignore[return-value]  # a tuple for several names
+        return get  # a tuple for several names
     return lambda space: (get(space),)
