@@ -109,6 +109,7 @@ class Cluster:
         self.restart_gap = checks.seconds(_WHERE, "restart_gap", restart_gap)
         self.faults = self._check_faults(faults)
         self.fs = Filesystems(nodes, self.profiles, self.local_profile)
+        self._spec: dict[str, Any] | None = None  # the replay spec's parts fixed for every run (_fixed_spec)
         self.runs = 0
         self._restarting = False  # the last run crashed a node or a server
         self._kept_by_child = False  # an isolated greenlet run kept the filesystems (see run())
@@ -252,19 +253,25 @@ class Cluster:
 
     def _replay_spec(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], run_index: int,
                      faults: list[Fault]) -> dict[str, Any]:
-        s = self.settings
-        spec: dict[str, Any] = {
-            "v": 1, "job": job_reference(job), "nodes": s.nodes, "rpn": s.ranks_per_node,
-            "mounts": {p: profile_spec(prof) for p, prof in self.profiles.items()},
-            "local": profile_spec(self.local_profile), "seed": s.seed, "run": run_index,
-            "faults": [fault_to_dict(f) for f in faults], "cwd": s.cwd, "env": dict(s.env),
-            "timeout": s.collective_timeout, "latency": s.collective_latency,
-            "bandwidth": s.collective_bandwidth, "dist": s.dist_initialized, "hash": hash_seed(),
-            "carrier": s.carrier, "torch_distributed": s.torch_distributed,
-        }
-        if json_safe(list(args)) and json_safe(kwargs):
+        spec: dict[str, Any] = {**self._fixed_spec(), "job": job_reference(job), "run": run_index,
+                                "faults": [fault_to_dict(f) for f in faults], "env": dict(self.settings.env)}
+        if (not args and not kwargs) or (json_safe(list(args)) and json_safe(kwargs)):
             spec["args"], spec["kwargs"] = list(args), kwargs
         return spec
+
+    def _fixed_spec(self) -> dict[str, Any]:
+        """What every run's replay spec says of this cluster (made at its first run)."""
+        if self._spec is None:
+            s = self.settings
+            self._spec = {
+                "v": 1, "nodes": s.nodes, "rpn": s.ranks_per_node,
+                "mounts": {p: profile_spec(prof) for p, prof in self.profiles.items()},
+                "local": profile_spec(self.local_profile), "seed": s.seed, "cwd": s.cwd,
+                "timeout": s.collective_timeout, "latency": s.collective_latency,
+                "bandwidth": s.collective_bandwidth, "dist": s.dist_initialized, "hash": hash_seed(),
+                "carrier": s.carrier, "torch_distributed": s.torch_distributed,
+            }
+        return self._spec
 
 
 def cluster_from_spec(spec: dict[str, Any]) -> Cluster:

@@ -9,11 +9,12 @@ run on its own does."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .runtime.heap import frozen_heap
+from .runtime.heap import frozen_heap, young_gc
 from .runtime.hostguard import HostGuard
 
 _local = threading.local()  # .series: the guard of the series open in this thread, or None
@@ -27,10 +28,14 @@ def series() -> Iterator[None]:
         return
     with prepared():  # as for one run, and the series' runs inside it
         _local.series = HostGuard(between_runs=True)  # the host as each run of the series starts
+        collecting = gc.isenabled()
+        gc.disable()  # young collections between the runs (young_gc), as during each
         try:
             yield
         finally:
             _local.series = None
+            if collecting:
+                gc.enable()
 
 
 @contextmanager
@@ -45,6 +50,7 @@ def prepared() -> Iterator[None]:
             yield
         finally:
             between.restore()
+            young_gc()
         return
     guard = HostGuard()  # before install(): what it imports and patches in builtins is undone after
     try:

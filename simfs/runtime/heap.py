@@ -34,6 +34,15 @@ class _Garbage:
 
 
 garbage = _Garbage()
+
+
+def young_gc() -> None:
+    """Collect the young generations when they fill up, while automatic collection is off (during
+    a run, a full collection would walk every rank's frames and grows with the number of ranks;
+    in a series of runs, collecting as each run ends would walk what the series keeps again and
+    again)."""
+    if gc.get_count()[0] > 20_000:
+        gc.collect(1)
 _depth = [0]  # frozen_heap blocks open now
 
 

@@ -6,6 +6,7 @@ their own (filelock's fork state and thread-locals, for one) runs on rank proces
 
 from __future__ import annotations
 
+import functools
 import io
 import operator
 import sys
@@ -105,13 +106,7 @@ class ProcessGlobals:
 
     def __init__(self) -> None:
         self._installed: Process | None = None
-        groups: dict[str, list[Slot]] = {}
-        for slot in SLOTS:
-            groups.setdefault(slot.module, []).append(slot)
-        self._slots = [slot for group in groups.values() for slot in group]  # in the order values are kept
-        self._spaces = [(vars(sys.modules[module]), tuple(slot.name for slot in group)) for module, group in
-                        groups.items()]  # (simfs imports each)
-        self._read = [_reader(names) for _, names in self._spaces]
+        self._slots, self._spaces, self._read = _layout()
         self._host: list[tuple[Any, ...]] = self._values()
         self._tables: dict[int, list[tuple[Any, ...]]] = {}  # id(process) -> its values, by space
 
@@ -143,6 +138,20 @@ class ProcessGlobals:
     def leave(self) -> None:
         """The run is over: the host's values are installed again."""
         self.enter(None)
+
+
+Space = tuple[dict[str, Any], tuple[str, ...]]  # a module's dictionary, the names of SLOTS in it
+
+
+@functools.cache
+def _layout() -> tuple[list[Slot], list[Space], list[Callable[[dict[str, Any]], tuple[Any, ...]]]]:
+    """SLOTS by module: in the order a process's values are kept, the module dictionaries with
+    their names, and a reader of each (simfs imports every module of SLOTS)."""
+    groups: dict[str, list[Slot]] = {}
+    for slot in SLOTS:
+        groups.setdefault(slot.module, []).append(slot)
+    spaces = [(vars(sys.modules[module]), tuple(slot.name for slot in group)) for module, group in groups.items()]
+    return [slot for group in groups.values() for slot in group], spaces, [_reader(names) for _, names in spaces]
 
 
 def _reader(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:

@@ -4,7 +4,6 @@ that drives the scheduler, the caller's thread that supervises it, and the resul
 from __future__ import annotations
 
 import contextvars
-import gc
 import os
 import sys
 import threading
@@ -21,6 +20,7 @@ from ..fs.filesystems import Filesystems
 from ..report import CrashInfo, HangInfo, Result, ThreadError, format_exception, user_frame
 from .carrier import ProcessCarrier
 from .dist import DistWorld
+from .heap import young_gc
 from .hostpaths import HostPaths
 from .machine import Machine
 from .marshal import Marshal
@@ -203,7 +203,7 @@ class Run:
             return marshal is not None and marshal.failure is not None
 
         try:
-            sched.run(stop=lambda: self.stopping or aborted() or sched.now > limit, tick=_young_gc)
+            sched.run(stop=lambda: self.stopping or aborted() or sched.now > limit, tick=young_gc)
             if self.stopping:
                 reason = "the run was interrupted (Ctrl-C)"
             elif aborted():
@@ -321,13 +321,6 @@ class Run:
 class _Stop(BaseException):
     """Raised into a rank that runs Python code without any simulated operation when Ctrl-C
     stops the run."""
-
-
-def _young_gc() -> None:
-    """Collect the young generations when they fill up: a full collection would walk every
-    rank's frames and grows with the number of ranks."""
-    if gc.get_count()[0] > 20_000:
-        gc.collect(1)
 
 
 def _wait_for_threads(sched: Scheduler, rank: int) -> None:
