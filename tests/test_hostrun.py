@@ -5,6 +5,7 @@ it was when the series ends: whatever the run before changed is put back in betw
 from __future__ import annotations
 
 import builtins
+import gc
 import logging
 import os
 import sys
@@ -60,7 +61,7 @@ def _cluster() -> simfs.Cluster:
 def _host() -> tuple[Any, ...]:
     return (sys.getrecursionlimit(), list(warnings.filters), list(logging.getLogger().handlers),
             logging.getLogger().level, logging.getLogger("simfs.test.series").level, dict(vars(builtins)),
-            sys.modules.get("json"), os.stat)
+            sys.modules.get("json"), os.stat, gc.isenabled(), gc.get_freeze_count())
 
 
 @pytest.mark.parametrize("name", list(CHANGES))

@@ -43,6 +43,8 @@ def young_gc() -> None:
     again)."""
     if gc.get_count()[0] > 20_000:
         gc.collect(1)
+
+
 _depth = [0]  # frozen_heap blocks open now
 
 
