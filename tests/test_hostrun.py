@@ -8,7 +8,9 @@ import builtins
 import gc
 import logging
 import os
+import random
 import sys
+import tempfile
 import types
 import warnings
 from collections.abc import Callable
@@ -34,6 +36,16 @@ def _level_set_and_put_back() -> None:
     _CACHED.level = logging.NOTSET
 
 
+def _replace_class_patch() -> None:
+    tempfile._RandomNameSequence.rng = property(lambda self: random.Random(7))  # type: ignore[attr-defined]
+
+
+def _one_name_generator() -> bool:
+    """tempfile's names come from one generator per process (simfs's patch), not a new one each time."""
+    names = tempfile._RandomNameSequence()  # type: ignore[attr-defined]
+    return names.rng is names.rng
+
+
 def _replace_patch() -> None:
     os.stat = lambda *args, **kwargs: "not simulated"  # type: ignore[assignment]  # what a rank may do
 
@@ -51,6 +63,7 @@ CHANGES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
                       lambda: hasattr(builtins, "simfs_series_name")),
     "a module replaced in sys.modules": (_replace_module, lambda: "dumps" in vars(sys.modules["json"])),
     "a patched function replaced": (_replace_patch, lambda: os.stat("/shared").st_mode != 0),
+    "a patched class attribute replaced": (_replace_class_patch, _one_name_generator),
 }
 
 
@@ -61,7 +74,8 @@ def _cluster() -> simfs.Cluster:
 def _host() -> tuple[Any, ...]:
     return (sys.getrecursionlimit(), list(warnings.filters), list(logging.getLogger().handlers),
             logging.getLogger().level, logging.getLogger("simfs.test.series").level, dict(vars(builtins)),
-            sys.modules.get("json"), os.stat, gc.isenabled(), gc.get_freeze_count())
+            sys.modules.get("json"), os.stat, vars(tempfile._RandomNameSequence)["rng"],  # type: ignore[attr-defined]
+            gc.isenabled(), gc.get_freeze_count())
 
 
 @pytest.mark.parametrize("name", list(CHANGES))

@@ -10,8 +10,8 @@ import os
 import posix
 import sys
 import warnings
-from collections.abc import Callable, Mapping
-from types import FunctionType, ModuleType
+from collections.abc import Callable
+from types import FunctionType, MappingProxyType, ModuleType
 from typing import Any
 
 from greenlet import getcurrent
@@ -23,7 +23,7 @@ _replacements: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, rep
 _originals: dict[tuple[int, str], Any] = {}
 _installed: list[tuple[Any, str, Any]] = []  # (owner, name, replacement): what verify() puts back
 _generation = [0]  # bumped when _installed changes
-_grouped: list[Any] = [-1, []]  # _installed as _by_namespace() groups it, and the generation it was made at
+_grouped: list[Any] = [-1, []]  # _installed as _flattened() lays it out, and the generation it was made at
 _scanned: dict[str, int] = {}
 _placed: dict[int, list[tuple[dict[str, Any], str]]] = {}  # id(replacement) -> where a scan put it by name
 _OWN_PREFIX = "simfs"
@@ -108,8 +108,8 @@ def original(owner: Any, name: str) -> Any:
 
 def verify() -> None:
     """Put back any patch that something replaced since (e.g. importlib.reload(os) in a rank)."""
-    if all(all(map(operator.is_, map(namespace.get, names), replacements))
-           for namespace, names, replacements in _by_namespace()):
+    if all(all(map(operator.is_, map(get, spaces, names), replacements))
+           for get, spaces, names, replacements in _flattened()):
         return  # (the common case, checked at C speed)
     for owner, name, replacement in _installed:
         current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
@@ -117,21 +117,27 @@ def verify() -> None:
             setattr(owner, name, replacement)
 
 
-def _by_namespace() -> list[tuple[Mapping[str, Any], list[str], list[Any]]]:
-    """The patches by the namespace they live in (a module's or a class's dict), as verify()
-    looks them up; made again when the patches changed."""
+Lookup = tuple[Callable[..., Any], list[Any], list[str], list[Any]]  # (get, namespaces, names, replacements)
+
+
+def _flattened() -> list[Lookup]:
+    """The patches as verify() looks them up: one flat lookup per kind of namespace they live in
+    (a module's dict; a class's, read-only), ``get(namespace, name)`` the value there now; made
+    again when the patches changed."""
     if _grouped[0] != _generation[0]:
-        groups: dict[int, tuple[Mapping[str, Any], list[str], list[Any]]] = {}
+        dicts: Lookup = (dict.get, [], [], [])
+        proxies: Lookup = (MappingProxyType.get, [], [], [])
         for owner, name, replacement in _installed:
             # what getattr reads for a module, a class's own as verify() reads it (an object
             # without a __dict__: nothing, and the slow way decides)
-            namespace = getattr(owner, "__dict__", None) or {}
-            _, names, replacements = groups.setdefault(id(owner), (namespace, [], []))
+            namespace = getattr(owner, "__dict__", None)
+            _, spaces, names, replacements = proxies if isinstance(namespace, MappingProxyType) else dicts
+            spaces.append(namespace if isinstance(namespace, (dict, MappingProxyType)) else {})
             names.append(name)
             replacements.append(replacement)
-        _grouped[:] = [_generation[0], list(groups.values())]
-    grouped: list[tuple[Mapping[str, Any], list[str], list[Any]]] = _grouped[1]
-    return grouped
+        _grouped[:] = [_generation[0], [dicts, proxies]]
+    flattened: list[Lookup] = _grouped[1]
+    return flattened
 
 
 def dispatcher(real: Callable[..., Any], sim: Callable[..., Any]) -> Callable[..., Any]:
