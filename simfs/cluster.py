@@ -226,7 +226,7 @@ class Cluster:
         collecting = gc.isenabled()
         with hostrun.prepared():
             try:
-                gc.disable()  # full collections wait for the end of the run (see run._young_gc)
+                gc.disable()  # full collections wait for the end of the run (see runtime.heap.young_gc)
                 return self._run(job, args, kwargs, faults, choices)
             finally:
                 (gc.enable if collecting else gc.disable)()

@@ -51,7 +51,7 @@ class HostGuard:
     series ends compares identities)."""
 
     def __init__(self, *, between_runs: bool = False) -> None:
-        self.same = _equal_prefix if between_runs else _same_prefix
+        self._begins_with = _equal_prefix if between_runs else _same_prefix
         self.recursion = sys.getrecursionlimit()
         self.switch = sys.getswitchinterval()
         self.gc_threshold = gc.get_threshold()
@@ -134,7 +134,7 @@ class HostGuard:
                 space.update(saved)
         modules, (names, values) = sys.modules, self.module_entries
         self.modules_as_taken = len(modules) == len(names)
-        if self.same(modules, names) and self.same(modules.values(), values):
+        if self._begins_with(modules, names) and self._begins_with(modules.values(), values):
             return  # (the common case, checked at C speed: imports during the run come after these)
         self.modules_as_taken = False
         for name, module in zip(names, values):

@@ -106,7 +106,7 @@ class ProcessGlobals:
 
     def __init__(self) -> None:
         self._installed: Process | None = None
-        self._slots, self._spaces, self._read = _layout()
+        self._groups, self._spaces, self._read = _layout()
         self._host: list[tuple[Any, ...]] = self._values()
         self._tables: dict[int, list[tuple[Any, ...]]] = {}  # id(process) -> its values, by space
 
@@ -131,9 +131,8 @@ class ProcessGlobals:
         self._installed = proc
 
     def _first_values(self, proc: Process) -> list[tuple[Any, ...]]:
-        made = iter([slot.make(proc, host) for slot, host in
-                     zip(self._slots, [value for values in self._host for value in values])])
-        return [tuple(next(made) for _ in names) for _, names in self._spaces]
+        return [tuple(slot.make(proc, host) for slot, host in zip(group, hosts))
+                for group, hosts in zip(self._groups, self._host)]
 
     def leave(self) -> None:
         """The run is over: the host's values are installed again."""
@@ -144,14 +143,14 @@ Space = tuple[dict[str, Any], tuple[str, ...]]  # a module's dictionary, the nam
 
 
 @functools.cache
-def _layout() -> tuple[list[Slot], list[Space], list[Callable[[dict[str, Any]], tuple[Any, ...]]]]:
-    """SLOTS by module: in the order a process's values are kept, the module dictionaries with
+def _layout() -> tuple[list[list[Slot]], list[Space], list[Callable[[dict[str, Any]], tuple[Any, ...]]]]:
+    """SLOTS by module, as a process's values are kept: the slots, the module dictionaries with
     their names, and a reader of each (simfs imports every module of SLOTS)."""
     groups: dict[str, list[Slot]] = {}
     for slot in SLOTS:
         groups.setdefault(slot.module, []).append(slot)
     spaces = [(vars(sys.modules[module]), tuple(slot.name for slot in group)) for module, group in groups.items()]
-    return [slot for group in groups.values() for slot in group], spaces, [_reader(names) for _, names in spaces]
+    return list(groups.values()), spaces, [_reader(names) for _, names in spaces]
 
 
 def _reader(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
