@@ -27,11 +27,14 @@ Picker = Callable[[str, Server], CrashState]
 class Crash:
     """Where and how the cluster crashes. ``fault`` fires during the job (None: a power loss
     right after the job ended); ``pick`` selects each disk's crash state: a fraction of
-    ``PICK_SCALE`` of the distinct states, or with ``exact`` the index of one."""
+    ``PICK_SCALE`` of the distinct states, or with ``exact`` the index of one. ``down_until``:
+    the cluster stays down until that virtual time (None: the restarted job starts the cluster's
+    ``restart_gap`` after the crash; ``Cluster.stay_down``)."""
 
     fault: Fault | None
     pick: int = 0
     exact: bool = False
+    down_until: float | None = None
 
     def picker(self, offered: list[int] | None = None) -> Picker:
         """Picks each disk's crash state; ``offered`` gets how many distinct states each shared
@@ -107,6 +110,8 @@ def finish(cluster: simfs.Cluster, target: Target, example: Example, execution: 
     if not execution.job.crashed:
         execution.failure = judge(execution.job, target.check, run=0)
     if execution.failure is None and target.recover is not None:
+        if example.crash is not None and example.crash.down_until is not None and execution.crash_fired:
+            cluster.stay_down(example.crash.down_until)
         second = cluster.run(target.recover, faults=[],
                              choices=BufferChoices(example.recover_schedule, example.recover_lifetimes))
         execution.recover = second

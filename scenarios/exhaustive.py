@@ -4,9 +4,12 @@ and the restarted job runs on it. Cuts and states that leave the same disks are 
 
 The job runs once: before each of its operations (and after its last) the disks' distinct crash
 states are copied as a power loss there would leave them (``Filesystems.op_hook``), and each
-restarted job runs on a new cluster holding such a copy (``Cluster.restart_with``). A failing
-state is then made again by a power loss in a rerun of the job, which gives the finding its full
-story and replay string (and checks that both ways agree)."""
+restarted job runs on a new cluster holding such a copy (``Cluster.restart_with``). Every restart
+starts at one virtual time, ``restart_gap`` after the job's end (a crash at an earlier cut leaves
+the cluster down longer: ``Crash.down_until``), so a state whose disks answer every request of
+an earlier restart as they answered it restarts the job as it did and needs no run
+(scenarios/restarts.py). A failing state is then made again by a power loss in a rerun of the
+job, which gives the finding its full story and replay string (and checks that both ways agree)."""
 
 from __future__ import annotations
 
@@ -20,11 +23,13 @@ from simfs.errors import SimfsError
 from simfs.faults import PowerLoss
 from simfs.fs.filesystems import Filesystems
 from simfs.fs.server import Server
+from simfs.fs.tape import Tape
 
 from .draws import BufferChoices
 from .example import STATE_LIMIT, Crash, Example, Execution, execute, finish, start
 from .finding import Finding, finding_of
 from .outcome import Failure
+from .restarts import UNKNOWN, RestartClasses, Unknown
 from .target import Target
 from .verdict import judge
 
@@ -43,16 +48,20 @@ class Cut:
 
 class CrashWalk:
     """The job, run once with its simple schedule, and the distinct crash states of its run
-    (at most ``limit``): at every cut, or with ``during_job=False`` only after it ended."""
+    (at most ``limit``): at every cut, or with ``during_job=False`` only after it ended. Its
+    restarts start when the job's run ended (``down_until``); ``classes`` tells which need no run
+    (``alike=False``: every one runs)."""
 
-    def __init__(self, target: Target, limit: int, *, during_job: bool = True) -> None:
+    def __init__(self, target: Target, limit: int, *, during_job: bool = True, alike: bool = True) -> None:
         self.target = target
         self.limit = limit
         self.cuts: list[Cut] = []
+        self.classes = RestartClasses() if alike else None
         self._seen: set[tuple[bytes, ...]] = set()
         self._fs: Filesystems | None = None
         cluster, execution = start(target, Example(), watch=self._watch if during_job else None)
         cluster.fs.op_hook = None
+        self.down_until = cluster.fs.clock.now
         self.total = sum(execution.job.node_ops)
         if not execution.job.crashed:
             self._fs = cluster.fs
@@ -85,17 +94,27 @@ class CrashWalk:
     def example(self, cut: Cut) -> Example:
         """The example that makes ``cut``'s crash state by a power loss in a run of the job."""
         return Example(crash=Crash(PowerLoss(after_ops=cut.ops) if cut.ops < self.total else None, pick=cut.index,
-                                   exact=True))
+                                   exact=True, down_until=self.down_until))
 
     def restarts(self) -> Iterator[tuple[Cut, Failure | None]]:
-        """Each cut with the verdict of the restarted job run on its disks."""
+        """Each cut with the verdict of the restarted job on its disks: run there, or known from
+        an earlier run that got every answer they give."""
         recover = self.target.recover
         assert recover is not None, "an exhaustive walk needs the restarted job"  # explore checks it
         cluster = self.target.cluster()  # one for every restart: each makes it as a power loss leaves it
         for cut in self.cuts:
+            known = UNKNOWN if self.classes is None else self.classes.verdict(cut.disks)
+            if not isinstance(known, Unknown):
+                yield cut, known
+                continue
             cluster.restart_with(cut.disks, cut.at)
+            cluster.stay_down(self.down_until)
+            tape = cluster.fs.tape = Tape(cluster.fs.clock)
             recovered = cluster.run(recover, faults=[], choices=BufferChoices(None, None))
-            yield cut, judge(recovered, self.target.check, run=1)
+            failure = judge(recovered, self.target.check, run=1)
+            if self.classes is not None:
+                self.classes.add(tape, failure)
+            yield cut, failure
 
     def replayed(self, cut: Cut) -> tuple[Example, Execution]:
         """``cut``'s crash made again by a power loss in a rerun of the job (its full story)."""
@@ -126,13 +145,16 @@ def _exhaust(target: Target, *, limit: int, started: float) -> Finding:
         if failure is not None:
             example, execution = walk.replayed(cut)
             return finding_of(target, example, execution, examples=runs, wall=time.perf_counter() - started,
-                              found_at=runs, notes=[_summary(runs - 1, cut.ops, walk.total)])
-    notes = [_summary(len(walk.cuts), walk.total, walk.total)]
+                              found_at=runs, notes=[_summary(walk, runs - 1, cut.ops)])
+    notes = [_summary(walk, len(walk.cuts), walk.total)]
     if len(walk.cuts) >= limit:
         notes = [f"bounded: stopped at {limit} distinct crash states (cut {walk.cuts[-1].ops} of {walk.total})"]
     return finding_of(target, Example(), simple, examples=runs, wall=time.perf_counter() - started, found_at=0,
                       notes=notes)
 
 
-def _summary(states: int, cut: int, total: int) -> str:
-    return f"{states} distinct crash states tried, over cuts 0..{cut} of {total} operations"
+def _summary(walk: CrashWalk, states: int, cut: int) -> str:
+    said = f"{states} distinct crash states tried, over cuts 0..{cut} of {walk.total} operations"
+    if walk.classes is None:
+        return said
+    return f"{said} (the restarted job ran on {walk.classes.runs}; the others answered as one of those did)"

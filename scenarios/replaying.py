@@ -11,6 +11,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from simfs import checks
 from simfs.faults import fault_from_dict, fault_to_dict
 from simfs.profiles import Profile
 from simfs.runspec import hash_mismatch, hash_seed, job_reference, profile_from_spec, profile_spec, resolve_job
@@ -73,6 +74,11 @@ def _bytes(text: str | None) -> bytes | None:
     return None if text is None else base64.b64decode(text)
 
 
+def _down_until(value: object) -> float | None:
+    """A crash's ``down_until`` (absent in strings from before it existed)."""
+    return None if value is None else checks.seconds("replay string", "down_until", value)
+
+
 def encode(target: Target, example: Example) -> str:
     crash = example.crash
     spec = {
@@ -82,7 +88,7 @@ def encode(target: Target, example: Example) -> str:
         "lifetimes": _b64(example.lifetimes), "faults": [fault_to_dict(f) for f in example.faults],
         "crash": None if crash is None else {
             "fault": None if crash.fault is None else fault_to_dict(crash.fault), "pick": crash.pick,
-            "exact": crash.exact},
+            "exact": crash.exact, "down_until": crash.down_until},
         "rschedule": _b64(example.recover_schedule), "rlifetimes": _b64(example.recover_lifetimes),
         "hash": hash_seed(),
     }
@@ -104,7 +110,7 @@ def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[.
             faults=tuple(fault_from_dict(f) for f in spec["faults"]),
             crash=None if crash is None else Crash(
                 None if crash["fault"] is None else fault_from_dict(crash["fault"]), int(crash["pick"]),
-                bool(crash["exact"])),
+                bool(crash["exact"]), _down_until(crash.get("down_until"))),
             recover_schedule=_bytes(spec["rschedule"]), recover_lifetimes=_bytes(spec["rlifetimes"]))
         profile: Profile = profile_from_spec(spec["profile"])
         nodes, rpn = int(spec["nodes"]), int(spec["rpn"])

@@ -184,11 +184,21 @@ class Cluster:
         for mount in mine:
             for node in mount.clients:
                 mount.node_crashed(node)  # every client forgets what an earlier run left it
-        for node in range(self.nodes):
-            self.fs.proc[node].reboot()
         self.fs.clock.now = at
+        for node in range(self.nodes):
+            self.fs.proc[node].reboot()  # booted at the crash: restart_gap later the job starts
         self.runs = 1  # the restarted job is the cluster's second run, however often it restarted
         self._restarting = True
+
+    def stay_down(self, until: float) -> None:
+        """Between a crash and the restarted job: the cluster stays down until virtual time
+        ``until`` (if later than now), and the job starts ``restart_gap`` after that (a power
+        loss early in a long job can leave the cluster down for longer than one at its end)."""
+        self._check_state_here("stay_down")
+        until = checks.seconds("Cluster.stay_down", "until", until)
+        if not self._restarting:
+            raise ConfigError("Cluster.stay_down: nothing crashed since the last run; the cluster is not down")
+        self.fs.clock.now = max(self.fs.clock.now, until)
 
     # -- running ----------------------------------------------------------------------------------
     def run(self, job: Callable[..., Any], *args: Any, faults: Iterable[Fault] | None = None,
@@ -247,7 +257,7 @@ class Cluster:
         if recorder is not None:
             spec["draws"] = recorder.draws  # filled in as the run draws
         result = run.execute(job, args, kwargs, spec)
-        garbage.note(sum(m.server.used for m in [*self.fs.shared, *self.fs.local]))
+        garbage.note(sum(m.server.usage()[0] for m in self.fs.disks()))
         self._restarting = run.machine.crashes > 0
         return result
 

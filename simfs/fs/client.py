@@ -165,8 +165,7 @@ class Client:
 
     def _note_stale_entry(self, dir_ino: int, name: str, cached: int | None) -> None:
         """Say in the trace when this node's cached entry is not what the server holds now."""
-        parent = self.server.inodes.get(dir_ino)
-        truth = parent.entries.get(name) if parent is not None and parent.entries is not None else None
+        truth = self.server.entry(dir_ino, name)
         if truth != cached:
             said = "'not found'" if cached is None else ("an entry since removed" if truth is None
                                                         else "an entry since replaced")
@@ -429,7 +428,7 @@ class Client:
         for ino, held in list(self.unstable.items()):
             if held.boot == self.server.crashes:
                 continue
-            if ino in self.server.inodes:
+            if self.server.holds(ino):
                 self._resend(ino, held)
                 held.boot = self.server.crashes
                 resent += 1

@@ -4,6 +4,7 @@ node clients and their caches, virtual time). A run borrows them; a crash change
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from ..choices import ChoiceSource
 from ..clock import VirtualClock
@@ -15,6 +16,7 @@ from .journal import CrashState
 from .mount import Mount
 from .procfs import ProcFs
 from .server import Server
+from .tape import Tape, taping
 from .vfs import NodeVfs
 
 
@@ -52,6 +54,9 @@ class Filesystems:
         # called before each operation of a rank with how many came before (an exhaustive
         # search copies the disks' crash states there instead of running the job again)
         self.op_hook: Callable[[int], None] | None = None
+        # records the requests of the next run and their answers (tape.py; an exhaustive search
+        # tells by them which crash states would restart the job alike)
+        self.tape: Tape | None = None
         # a shared mount whose profile is a disk inside a node is node 0's disk
         self.shared = [Mount(path, prof, list(range(nodes)), self.clock, self.choices, self.meter, self.interleave,
                              host=0 if prof.on_node else None) for path, prof in mounts.items()]
@@ -74,6 +79,11 @@ class Filesystems:
         """Let other ranks run in the middle of a multi-request operation."""
         if self.interleave_hook is not None:
             self.interleave_hook()
+
+    def taped(self) -> AbstractContextManager[None]:
+        """A run's block: its requests go on ``tape`` (if set), which is then taken off."""
+        tape, self.tape = self.tape, None
+        return taping(self.disks(), [p.mount for p in self.proc], tape)
 
     def dev_of(self, mount: Mount) -> int:
         return self._devs.get(id(mount), 0)

@@ -117,6 +117,13 @@ class Journal:
         self._live = live
         self._clock = clock
 
+    def settle_as(self, other: Journal) -> None:
+        """Become a copy of ``other``, which holds nothing pending (as a crash leaves it)."""
+        if other._pending or other._truncated_to_zero:
+            raise ValueError("Journal.settle_as: the journal copied has operations pending")
+        self.durable = {ino: node.clone() for ino, node in other.durable.items()}
+        self._links, self._seq, self.version = dict(other._links), other._seq, other.version + 1
+
     # -- recording -------------------------------------------------------------------------
     def entry(self, unit: EntryUnit) -> None:
         self.version += 1

@@ -13,6 +13,20 @@ from . import persistence
 from .inode import DIR, FILE, LINK, ROOT, Attr, Change, Inode, fs_error
 from .journal import CrashState, EntryUnit, Journal
 
+# What a client may ask a server (simfs/fs/tape.py records these answers for a restarted job);
+# besides them a client reads only ``kinds`` (an inode number's kind never changes), ``crashes``,
+# ``profile`` and ``name``.
+REQUESTS = frozenset({
+    "getattr", "lookup", "entry", "holds", "readdir", "readlink", "content", "read", "create", "mkdir", "symlink",
+    "link", "unlink", "rmdir", "rename", "exchange", "copy", "alloc", "publish", "write", "replace_content",
+    "truncate", "setattr", "closed", "add_open_ref", "usage", "available", "room", "reserve", "unreserve",
+    "commit", "sync_dir", "pending_count"})
+# A restarted server numbers new inodes from a range of its own boot: the numbers a restarted job
+# gets do not depend on how many the crash lost (a server picks numbers as it likes: ext4 the first
+# free bit of an inode bitmap, NFS fileids are opaque), and stay below 2**32 as ext4's do.
+INODES_PER_BOOT = 1 << 20
+_BOOT_RANGES = (1 << 32) // INODES_PER_BOOT - 1
+
 
 class Server:
     """One storage server. Operations are RPCs: atomic, addressed by inode number."""
@@ -154,14 +168,31 @@ class Server:
         summary = twin.journal.crashed_from(self.journal, state)
         twin._restore_from_durable(self.inodes)
         twin.crashes = self.crashes + 1
+        twin._number_from_boot()
         return twin, summary
+
+    def replica(self, clock: Callable[[], float]) -> Server:
+        """An exact copy of this server, which holds nothing pending (as a crash leaves it), on
+        ``clock``: what a replay of a restarted job's requests runs against."""
+        twin = Server(self.profile, clock, self.name)
+        twin.journal.settle_as(self.journal)  # ValueError if anything is pending
+        twin.inodes = {ino: node.clone() for ino, node in self.inodes.items()}
+        twin._next_ino, twin._group, twin.crashes = self._next_ino, self._group, self.crashes
+        twin.open_refs, twin.kinds, twin.allocated = dict(self.open_refs), dict(self.kinds), dict(self.allocated)
+        twin.used, twin.reserved = self.used, self.reserved
+        return twin
 
     def crash_into(self, state: CrashState) -> str:
         """Lose the volatile layer, keeping what ``state`` persists; returns a summary."""
         summary = self.journal.apply(state)
         self._restore_from_durable(self.inodes)
         self.crashes += 1
+        self._number_from_boot()
         return summary
+
+    def _number_from_boot(self) -> None:
+        """After a crash: new inode numbers come from this boot's range (INODES_PER_BOOT)."""
+        self._next_ino = max(self._next_ino, min(self.crashes, _BOOT_RANGES) * INODES_PER_BOOT + 1)
 
     def _restore_from_durable(self, before: dict[int, Inode]) -> None:
         """The namespace after a crash: the durable image its root reaches (``before``: the
@@ -204,6 +235,16 @@ class Server:
         entries = self._dir(dir_ino).entries
         assert entries is not None  # a directory's
         return entries.get(name)
+
+    def entry(self, dir_ino: int, name: str) -> int | None:
+        """What a directory names ``name`` now, None also when the directory is gone (for the
+        trace: whether a client's cache answered what the server no longer holds)."""
+        parent = self.inodes.get(dir_ino)
+        return parent.entries.get(name) if parent is not None and parent.entries is not None else None
+
+    def holds(self, ino: int) -> bool:
+        """Whether the inode exists (a handle to it is not stale)."""
+        return ino in self.inodes
 
     def readdir(self, dir_ino: int) -> list[tuple[str, int]]:
         entries = self._dir(dir_ino).entries
@@ -492,9 +533,9 @@ class Server:
         self.used -= self.allocated.pop(ino, 0)
         self.journal.discard(ino)
 
-    def usage(self) -> tuple[int, int]:
-        """(bytes of file data allocated, inodes) in the volatile layer."""
-        return self.used, len(self.inodes)
+    def usage(self) -> tuple[int, int, int]:
+        """(bytes of file data allocated, bytes granted to clients, inodes) in the volatile layer."""
+        return self.used, self.reserved, len(self.inodes)
 
     # -- space -------------------------------------------------------------------------------
     def available(self) -> float:

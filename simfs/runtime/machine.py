@@ -169,7 +169,7 @@ class Machine:
         if table is None:
             return  # flock="none": locks always succeed and exclude nothing
         if (of.mount.profile.flock == "cluster" and of.mount.profile.unlink_open == "estale"
-                and of.ino not in of.mount.server.inodes):
+                and not of.mount.server.holds(of.ino)):
             # the server's lock request names the file by handle, and another node deleted it
             # (NFS4ERR_STALE; filelock PR #669, chimera PR #286)
             raise OSError(errno.ESTALE, os.strerror(errno.ESTALE))

@@ -93,6 +93,11 @@ class Run:
     def execute(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                 replay: dict[str, Any]) -> Result:
         """Run the job to the end (or its abort) and say what happened."""
+        with self.fs.taped():
+            return self._execute(job, args, kwargs, replay)
+
+    def _execute(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 replay: dict[str, Any]) -> Result:
         self._spawn_ranks(job, args, kwargs)
         self.machine.faults.arm_timers()
         wall0 = _real.perf_counter()

@@ -121,11 +121,10 @@ class MetadataCalls(SyscallsBase):
     def _statvfs(self, mount: Mount) -> os.statvfs_result:
         """Sizes from the mount's capacity (unlimited: 2**60 bytes, a large number as object-store
         mounts report) and the space its server has allocated and granted."""
-        server = mount.server
-        used, inodes = server.usage()
+        used, granted, inodes = mount.server.usage()
         capacity = mount.profile.capacity
         blocks = (1 << 60) // _BLOCK if math.isinf(capacity) else int(capacity) // _BLOCK
-        free = max(0, blocks - (used + server.reserved + _BLOCK - 1) // _BLOCK)
+        free = max(0, blocks - (used + granted + _BLOCK - 1) // _BLOCK)
         files = 1 << 32
         return os.statvfs_result((_BLOCK, _BLOCK, blocks, free, free, files, files - inodes, files - inodes, 0, 255))
 
