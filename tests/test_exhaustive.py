@@ -20,11 +20,11 @@ def test_the_copied_disks_are_those_a_power_loss_leaves_in_a_rerun(profile: str,
     target = Target(job, 2, 1, simfs.profiles.get(profile), recover=resume, carrier=MODEL_CARRIER)  # type: ignore[arg-type]
     walk = CrashWalk(target, limit=1000)
     assert len(walk.cuts) > 1
-    copied = {id(cut): tuple(d.digest() for d in cut.disks) for cut in walk.cuts}  # before restarts take them
+    copied = {id(cut): tuple((d.digest(), d.usage()) for d in cut.disks) for cut in walk.cuts}  # before restarts
     verdicts = {id(cut): failure is None for cut, failure in walk.restarts()}
     for cut in walk.cuts:
         example = walk.example(cut)
         assert example.crash is not None
         cluster, execution = start(target, example, example.crash.picker())
-        assert tuple(m.server.digest() for m in cluster.fs.disks()) == copied[id(cut)], cut
+        assert tuple((m.server.digest(), m.server.usage()) for m in cluster.fs.disks()) == copied[id(cut)], cut
         assert (finish(cluster, target, example, execution).failure is None) == verdicts[id(cut)], cut

@@ -160,10 +160,12 @@ class Server:
         self.journal.rebind(live=self._live, clock=self._clock)
 
     def crashed_copy(self, state: CrashState) -> tuple[Server, str]:
-        """A copy of this server after a crash that keeps ``state`` (this one is left as it is),
-        and what the crash kept, in words: only the durable image the crash leaves is copied."""
+        """A copy of this server after a power loss of it and every client that keeps ``state``
+        (this one is left as it is), and what the crash kept, in words: only the durable image
+        the crash leaves is copied."""
         twin = Server(self.profile, self._clock, self.name)
-        twin._next_ino, twin._group, twin.reserved = self._next_ino, self._group, self.reserved
+        # no grant outlives the power loss of every client holding one (Client.reset gives them back)
+        twin._next_ino, twin._group = self._next_ino, self._group
         twin.kinds = dict(self.kinds)
         summary = twin.journal.crashed_from(self.journal, state)
         twin._restore_from_durable(self.inodes)
