@@ -14,14 +14,16 @@ job, which gives the finding its full story and replay string (and checks that b
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import simfs
 from simfs import hostrun
 from simfs.errors import SimfsError
 from simfs.faults import PowerLoss
 from simfs.fs.filesystems import Filesystems
+from simfs.fs.journal import CrashState
 from simfs.fs.server import Server
 from simfs.fs.tape import Tape
 
@@ -58,6 +60,10 @@ class CrashWalk:
         self.cuts: list[Cut] = []
         self.classes = RestartClasses() if alike else None
         self._seen: set[tuple[bytes, ...]] = set()
+        # each disk's last copy by what it was made from: a disk that did not change is not copied
+        # again, and the cuts that share a copy are counted (each restart run takes a copy its own)
+        self._last: dict[int, tuple[tuple[Any, ...], Server]] = {}
+        self._holders: dict[int, int] = {}
         self._fs: Filesystems | None = None
         cluster, execution = start(target, Example(), watch=self._watch if during_job else None)
         cluster.fs.op_hook = None
@@ -86,10 +92,34 @@ class CrashWalk:
             if key in self._seen:
                 continue
             self._seen.add(key)
-            copies = tuple(d.server.crashed_copy(state)[0] for d, (state, _) in zip(disks, chosen))
+            copies = tuple(self._copy(i, d.server, state) for i, (d, (state, _)) in enumerate(zip(disks, chosen)))
             self.cuts.append(Cut(ops, index, self._fs.clock.now, copies))
             if len(self.cuts) >= self.limit:
                 return
+
+    def _copy(self, disk: int, server: Server, state: CrashState) -> Server:
+        made = server.copy_key(state)
+        last = self._last.get(disk)
+        copy = last[1] if last is not None and last[0] == made else server.crashed_copy(state)[0]
+        self._last[disk] = made, copy
+        self._holders[id(copy)] = self._holders.get(id(copy), 0) + 1
+        return copy
+
+    def _taken(self, cut: Cut, clock: Callable[[], float]) -> list[Server]:
+        """``cut``'s disks for a run to take over: a copy that later cuts share is replicated."""
+        taken = []
+        for disk in cut.disks:
+            self._holders[id(disk)] -= 1
+            taken.append(disk.replica(clock) if self._holders[id(disk)] else disk)
+        return taken
+
+    def restart(self, cluster: simfs.Cluster, cut: Cut) -> tuple[simfs.Result, Tape]:
+        """The restarted job run on ``cluster`` on ``cut``'s disks, and its tape (cuts in order)."""
+        assert self.target.recover is not None, "an exhaustive walk needs the restarted job"  # explore checks it
+        cluster.restart_with(self._taken(cut, cluster.fs.clock), cut.at)
+        cluster.stay_down(self.down_until)
+        tape = cluster.fs.tape = Tape(cluster.fs.clock)
+        return cluster.run(self.target.recover, faults=[], choices=BufferChoices(None, None)), tape
 
     def example(self, cut: Cut) -> Example:
         """The example that makes ``cut``'s crash state by a power loss in a run of the job."""
@@ -99,18 +129,15 @@ class CrashWalk:
     def restarts(self) -> Iterator[tuple[Cut, Failure | None]]:
         """Each cut with the verdict of the restarted job on its disks: run there, or known from
         an earlier run that got every answer they give."""
-        recover = self.target.recover
-        assert recover is not None, "an exhaustive walk needs the restarted job"  # explore checks it
         cluster = self.target.cluster()  # one for every restart: each makes it as a power loss leaves it
         for cut in self.cuts:
             known = UNKNOWN if self.classes is None else self.classes.verdict(cut.disks)
             if not isinstance(known, Unknown):
+                for disk in cut.disks:
+                    self._holders[id(disk)] -= 1
                 yield cut, known
                 continue
-            cluster.restart_with(cut.disks, cut.at)
-            cluster.stay_down(self.down_until)
-            tape = cluster.fs.tape = Tape(cluster.fs.clock)
-            recovered = cluster.run(recover, faults=[], choices=BufferChoices(None, None))
+            recovered, tape = self.restart(cluster, cut)
             failure = judge(recovered, self.target.check, run=1)
             if self.classes is not None:
                 self.classes.add(tape, failure)

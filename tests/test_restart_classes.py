@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 
 import simfs
 from scenarios import registry
-from scenarios.draws import BufferChoices
 from scenarios.example import Crash, Example
 from scenarios.exhaustive import CrashWalk
 from scenarios.library.latest import resume, tracker_atomic, tracker_in_place
@@ -125,14 +124,10 @@ def test_a_tape_asked_again_of_the_disks_it_started_from_gets_every_answer(profi
 
 def _restarts(walk: CrashWalk) -> tuple[list[Tape], list[Any]]:
     """Every cut's restart run (as a walk without classes runs them), with its tape."""
-    assert walk.target.recover is not None
     cluster = walk.target.cluster()
     tapes, verdicts = [], []
     for cut in walk.cuts:
-        cluster.restart_with(cut.disks, cut.at)
-        cluster.stay_down(walk.down_until)
-        tape = cluster.fs.tape = Tape(cluster.fs.clock)
-        result = cluster.run(walk.target.recover, faults=[], choices=BufferChoices(None, None))
+        result, tape = walk.restart(cluster, cut)
         tapes.append(tape)
         verdicts.append(judge(result, walk.target.check, run=1))
     return tapes, verdicts
@@ -172,6 +167,8 @@ def test_a_walk_with_classes_reaches_every_verdict_a_walk_without_them_does() ->
         target = Target(job, 2, 1, simfs.profiles.get("local-posix"), recover=resume, carrier=MODEL_CARRIER)
         plain = [failure for _, failure in CrashWalk(target, 1000, alike=False).restarts()]
         walk = CrashWalk(target, 1000)
+        held = [disk for cut in walk.cuts for disk in cut.disks]
+        assert len({id(disk) for disk in held}) < len(held)  # an unchanged disk's copy is shared
         assert [failure for _, failure in walk.restarts()] == plain
         assert walk.classes is not None and walk.classes.known > 0
         assert walk.classes.runs + walk.classes.known == len(plain)
@@ -283,3 +280,32 @@ def test_a_crash_that_keeps_the_cluster_down_replays_from_its_string() -> None:
     corrupt = encode(target, Example(crash=Crash(PowerLoss(after_ops=3), down_until=-2.0)))
     with pytest.raises(ValueError, match="down_until"):
         decode(corrupt)
+
+
+def _everything(server: Server) -> tuple[Any, ...]:
+    """All a server holds, to compare two copies."""
+    def inodes(table: dict[int, Any]) -> list[tuple[Any, ...]]:
+        return sorted((n.ino, n.kind, n.mode, n.nlink, n.mtime, n.ctime, n.change, n.target,
+                       None if n.data is None else n.data.tobytes(), n.entries) for n in table.values())
+    return (inodes(server.inodes), inodes(server.journal.durable), server.kinds, server.usage(), server.crashes,
+            server.copy_key(next(server.journal.states()))[2:])
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=_steps)
+def test_a_crash_copy_made_again_with_an_equal_key_equals_the_first(profile: str, steps: list[Any]) -> None:
+    """What lets a walk share one copy among cuts: ``Server.copy_key`` changes with every change."""
+    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=1, **MODEL)  # type: ignore[arg-type]
+    made: dict[tuple[int, int], tuple[Any, tuple[Any, ...]]] = {}
+
+    def at_each_operation(_: int) -> None:
+        for d, mount in enumerate(cluster.fs.disks()):
+            for i, state in enumerate(mount.server.crash_states(3)):
+                key, copy = mount.server.copy_key(state), _everything(mount.server.crashed_copy(state)[0])
+                if made.get((d, i), (None,))[0] == key:
+                    assert made[(d, i)][1] == copy, (d, i, key)
+                made[(d, i)] = key, copy
+
+    cluster.fs.op_hook = at_each_operation
+    assert cluster.run(_program, steps).ok

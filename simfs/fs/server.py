@@ -44,6 +44,9 @@ class Server:
         self.open_refs: dict[int, int] = {}
         self.kinds: dict[int, str] = {ROOT: DIR}  # an inode number's kind never changes
         self.crashes = 0
+        # bumped by every change of the live namespace (with the journal's version: whether a
+        # crash copy made now would equal one made earlier)
+        self.changes = 0
         # space: bytes of file data allocated per inode (holes that an extending truncate or a
         # write past the end leaves take none, as on ext4/XFS), their sum, and what clients hold
         # granted for cached writes not sent yet (Lustre grants)
@@ -72,6 +75,7 @@ class Server:
         return node
 
     def _touch(self, node: Inode) -> None:
+        self.changes += 1
         node.change += 1
         if node.kind != DIR or self.profile.dir_mtime == "real":
             node.mtime = node.ctime = self._now()
@@ -84,6 +88,7 @@ class Server:
         return Attr(node.ino, node.kind, node.mode, node.nlink, node.size(), mtime, ctime, node.change)
 
     def _new_inode(self, kind: str, mode: int, target: str = "") -> Inode:
+        self.changes += 1
         node = Inode(self._next_ino, kind, mode, self._now(), target)
         self._next_ino += 1
         self.inodes[node.ino] = node
@@ -101,6 +106,7 @@ class Server:
         self.journal.entry(EntryUnit(parent.ino, name, ino, kind, group))
 
     def _drop_link(self, node: Inode) -> None:
+        self.changes += 1
         node.nlink -= 1 if node.kind == FILE or node.kind == LINK else 2
         node.ctime = self._now()
         node.change += 1
@@ -158,6 +164,13 @@ class Server:
             if key not in ("profile", "name", "_clock"):
                 setattr(self, key, value)
         self.journal.rebind(live=self._live, clock=self._clock)
+
+    def copy_key(self, state: CrashState) -> tuple[int, int, int, CrashState, float | None]:
+        """Equal keys, equal ``crashed_copy(state)``: nothing changed on this server in between
+        (and, where the state persists pending operations, whose inodes take the crash's time,
+        no time passed)."""
+        return self.journal.version, self.changes, self._next_ino, state, \
+            self._clock() if state.kept or state.data_kept else None
 
     def crashed_copy(self, state: CrashState) -> tuple[Server, str]:
         """A copy of this server after a power loss of it and every client that keeps ``state``
@@ -505,6 +518,7 @@ class Server:
 
     def setattr(self, ino: int, *, mode: int | None = None, mtime: float | None = None) -> Attr:
         node = self._inode(ino)
+        self.changes += 1
         if mode is not None:
             node.mode = mode & 0o7777
         node.change += 1
@@ -531,6 +545,7 @@ class Server:
             self._forget(ino)
 
     def _forget(self, ino: int) -> None:
+        self.changes += 1
         del self.inodes[ino]
         self.used -= self.allocated.pop(ino, 0)
         self.journal.discard(ino)
