@@ -90,5 +90,7 @@ class RestartClasses:
 
 
 def _defect(node: _Node, other: str) -> None:
-    raise SimfsError(f"simfs defect: two restarted jobs got the same answers, then one {node.said()} "
-                     f"and the other {other}")
+    raise SimfsError(f"two restarted jobs got the same answers from the disks, then one {node.said()} and the "
+                     f"other {other}: the restarted job depends on something else that changed between its runs "
+                     "(greenlet ranks keep module-level state from one run to the next; carrier='process' starts "
+                     "each run in fresh processes), or this is a simfs defect")

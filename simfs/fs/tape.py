@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .mount import Mount
 from .server import REQUESTS, Server
@@ -24,10 +24,10 @@ from .server import REQUESTS, Server
 # states whose requests were answered alike (an inode number's kind never changes, and a number
 # is learnt only from an answer; a run's servers crashed as often as each other)
 _PLAIN = frozenset({"kinds", "crashes", "profile", "name"})
+_MUTABLE = frozenset({bytearray, memoryview})
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One request: the disk it went to (index in ``Filesystems.disks()``), the request and its
     arguments, the virtual time it was sent, and what it answered (``answer_key``)."""
 
@@ -64,7 +64,8 @@ class Tape:
              kwargs: dict[str, Any]) -> Any:
         if self.opaque:  # what follows is not replayed
             return method(*args, **kwargs)
-        args = tuple(bytes(a) if isinstance(a, (bytearray, memoryview)) else a for a in args)
+        if not _MUTABLE.isdisjoint(map(type, args)):  # kept as they are now
+            args = tuple(bytes(a) if type(a) in _MUTABLE else a for a in args)
         at = self.clock()
         try:
             result = method(*args, **kwargs)
@@ -88,9 +89,8 @@ def error_key(exc: OSError) -> tuple[str, int | None, str]:
 
 
 class TappedServer:
-    """A server as the clients of a taped run see it: its requests recorded on the tape."""
-
-    __slots__ = ("_disk", "_server", "_tape")
+    """A server as the clients of a taped run see it: its requests recorded on the tape (each
+    request's recorder is made at its first use, then found as an attribute)."""
 
     def __init__(self, server: Server, tape: Tape, disk: int) -> None:
         self._server, self._tape, self._disk = server, tape, disk
@@ -103,6 +103,7 @@ class TappedServer:
 
             def request(*args: Any, **kwargs: Any) -> Any:
                 return tape.call(disk, name, method, args, kwargs)
+            setattr(self, name, request)
             return request
         if name in _PLAIN:
             return getattr(server, name)
