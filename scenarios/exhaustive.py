@@ -105,13 +105,15 @@ class CrashWalk:
         self._holders[id(copy)] = self._holders.get(id(copy), 0) + 1
         return copy
 
-    def _taken(self, cut: Cut, clock: Callable[[], float]) -> list[Server]:
-        """``cut``'s disks for a run to take over: a copy that later cuts share is replicated."""
-        taken = []
+    def _passed(self, cut: Cut) -> list[bool]:
+        """``cut`` is done with its disks: whether a later cut still holds each."""
         for disk in cut.disks:
             self._holders[id(disk)] -= 1
-            taken.append(disk.replica(clock) if self._holders[id(disk)] else disk)
-        return taken
+        return [self._holders[id(disk)] > 0 for disk in cut.disks]
+
+    def _taken(self, cut: Cut, clock: Callable[[], float]) -> list[Server]:
+        """``cut``'s disks for a run to take over: a copy that later cuts share is replicated."""
+        return [disk.replica(clock) if held else disk for disk, held in zip(cut.disks, self._passed(cut))]
 
     def restart(self, cluster: simfs.Cluster, cut: Cut) -> tuple[simfs.Result, Tape]:
         """The restarted job run on ``cluster`` on ``cut``'s disks, and its tape (cuts in order)."""
@@ -133,8 +135,7 @@ class CrashWalk:
         for cut in self.cuts:
             known = UNKNOWN if self.classes is None else self.classes.verdict(cut.disks)
             if not isinstance(known, Unknown):
-                for disk in cut.disks:
-                    self._holders[id(disk)] -= 1
+                self._passed(cut)
                 yield cut, known
                 continue
             recovered, tape = self.restart(cluster, cut)

@@ -49,6 +49,8 @@ class Step(NamedTuple):
             return answer_key(getattr(server, self.request)(*self.args, **dict(self.kwargs)))
         except OSError as exc:
             return error_key(exc)
+        except Exception as exc:  # noqa: BLE001 - no run got it (taping stops there): the job runs and shows it
+            return ("raised", type(exc).__name__, str(exc))
 
 
 @dataclass
