@@ -49,6 +49,8 @@ def _crash_words(crash: Crash, execution: Execution) -> str:
         if last:
             e = last[-1]
             where += f", after rank {e.rank}'s {e.op} {e.path}"
+    if crash.down_until is not None:
+        where += f"; the cluster stayed down until {crash.down_until:.6g} s of virtual time"
     return where + "".join(f"\n      kept: {k}" for k in kept)
 
 
