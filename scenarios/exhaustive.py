@@ -64,6 +64,7 @@ class CrashWalk:
         # again, and the cuts that share a copy are counted (each restart run takes a copy its own)
         self._last: dict[int, tuple[tuple[Any, ...], Server]] = {}
         self._holders: dict[int, int] = {}
+        self._generations: list[tuple[int, int, int]] = []
         self._fs: Filesystems | None = None
         cluster, execution = start(target, Example(), watch=self._watch if during_job else None)
         cluster.fs.op_hook = None
@@ -83,6 +84,10 @@ class CrashWalk:
         if len(self.cuts) >= self.limit or self._fs is None:
             return
         disks = self._fs.disks()
+        generations = [d.server.generation() for d in disks]
+        if generations == self._generations:
+            return  # no disk changed since the last cut: its states were all seen there
+        self._generations = generations
         # a node's own disk keeps nothing unsynced (as Crash.picker does): the shared disks are walked
         keyed = [d.server.keyed_crash_states(1 if d.path == "/" else STATE_LIMIT) for d in disks]
         offered = max((len(k) for d, k in zip(disks, keyed) if d.path != "/"), default=1)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simfs.errors import SimfsError
-from simfs.fs.server import Server
+from simfs.fs.server import QUERIES, Server
 from simfs.fs.tape import Step, Tape
 
 from .outcome import Failure
@@ -57,13 +57,15 @@ class RestartClasses:
         got every answer they give, else UNKNOWN."""
         node: _Node | None = self._root
         clock = [0.0]
-        replicas: dict[int, Server] = {}
+        replicas: dict[int, Server] = {}  # a disk's, from its first request that changes something
         while node is not None and node.step is not None:
             step = node.step
-            replica = replicas.get(step.disk)
-            if replica is None:
-                replica = replicas[step.disk] = disks[step.disk].replica(lambda: clock[0])
-            node = node.after.get(step.ask(replica, clock))
+            server = replicas.get(step.disk)
+            if server is None:
+                server = disks[step.disk]
+                if step.request not in QUERIES:
+                    server = replicas[step.disk] = server.replica(lambda: clock[0])
+            node = node.after.get(step.ask(server, clock))
         if node is None or not node.ended:
             return UNKNOWN
         self.known += 1

@@ -21,6 +21,9 @@ REQUESTS = frozenset({
     "link", "unlink", "rmdir", "rename", "exchange", "copy", "alloc", "publish", "write", "replace_content",
     "truncate", "setattr", "closed", "add_open_ref", "usage", "available", "room", "reserve", "unreserve",
     "commit", "sync_dir", "pending_count"})
+# ...those of them that change nothing and read no clock (a replay asks them of the disk itself)
+QUERIES = frozenset({"getattr", "lookup", "entry", "holds", "readdir", "readlink", "content", "read", "usage",
+                     "available", "room", "pending_count"})
 # A restarted server numbers new inodes from a range of its own boot: the numbers a restarted job
 # gets do not depend on how many the crash lost (a server picks numbers as it likes: ext4 the first
 # free bit of an inode bitmap, NFS fileids are opaque), and stay below 2**32 as ext4's do.
@@ -165,12 +168,15 @@ class Server:
                 setattr(self, key, value)
         self.journal.rebind(live=self._live, clock=self._clock)
 
-    def copy_key(self, state: CrashState) -> tuple[int, int, int, CrashState, float | None]:
+    def generation(self) -> tuple[int, int, int]:
+        """Equal generations: nothing changed on this server in between."""
+        return self.journal.version, self.changes, self._next_ino
+
+    def copy_key(self, state: CrashState) -> tuple[tuple[int, int, int], CrashState, float | None]:
         """Equal keys, equal ``crashed_copy(state)``: nothing changed on this server in between
         (and, where the state persists pending operations, whose inodes take the crash's time,
         no time passed)."""
-        return self.journal.version, self.changes, self._next_ino, state, \
-            self._clock() if state.kept or state.data_kept else None
+        return self.generation(), state, self._clock() if state.kept or state.data_kept else None
 
     def crashed_copy(self, state: CrashState) -> tuple[Server, str]:
         """A copy of this server after a power loss of it and every client that keeps ``state``

@@ -43,7 +43,8 @@ class Step(NamedTuple):
             other.disk, other.request, other.args, other.kwargs, other.at)
 
     def ask(self, server: Server, clock: list[float]) -> Any:
-        """The answer ``server`` (a replica on ``clock``) gives this request, as ``answer_key``."""
+        """The answer ``server`` gives this request, as ``answer_key`` (a request that changes
+        something is asked of a replica on ``clock``)."""
         clock[0] = self.at
         try:
             return answer_key(getattr(server, self.request)(*self.args, **dict(self.kwargs)))

@@ -21,6 +21,8 @@ import warnings
 from collections.abc import Collection
 from typing import Any
 
+from .dictversion import DictWatch
+
 
 def _loggers() -> list[logging.Logger]:
     return [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
@@ -64,6 +66,8 @@ class HostGuard:
         self.namespaces = [(vars(module), dict(vars(module))) for module in (builtins, io)]
         self.module_entries = (list(sys.modules), list(sys.modules.values()))
         self.modules_as_taken = True  # after restore(): sys.modules holds exactly these again
+        self._modules = DictWatch(sys.modules)  # sys.modules untouched since it was last found right
+        self._modules.mark()
         self.import_system = (list(sys.meta_path), list(sys.path_hooks))
         self.random = random._inst.getstate()
         self.logging_disable = logging.root.manager.disable
@@ -134,9 +138,12 @@ class HostGuard:
                 space.update(saved)
         modules, (names, values) = sys.modules, self.module_entries
         self.modules_as_taken = len(modules) == len(names)
-        if self._begins_with(modules, names) and self._begins_with(modules.values(), values):
-            return  # (the common case, checked at C speed: imports during the run come after these)
-        self.modules_as_taken = False
-        for name, module in zip(names, values):
-            if modules.get(name) is not module:
-                modules[name] = module
+        if self._modules.watches(modules) and self._modules.unchanged():
+            return  # (the common case: no import, no change since it was last found right)
+        if not (self._begins_with(modules, names) and self._begins_with(modules.values(), values)):
+            # (else the common case, checked at C speed: imports during the run come after these)
+            self.modules_as_taken = False
+            for name, module in zip(names, values):
+                if modules.get(name) is not module:
+                    modules[name] = module
+        self._modules.mark()
