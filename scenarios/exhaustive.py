@@ -64,7 +64,7 @@ class CrashWalk:
         # again, and the cuts that share a copy are counted (each restart run takes a copy its own)
         self._last: dict[int, tuple[tuple[Any, ...], Server]] = {}
         self._holders: dict[int, int] = {}
-        self._generations: list[tuple[int, int, int]] = []
+        self._generations: list[tuple[int, int]] = []
         self._fs: Filesystems | None = None
         cluster, execution = start(target, Example(), watch=self._watch if during_job else None)
         cluster.fs.op_hook = None

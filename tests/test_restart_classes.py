@@ -295,7 +295,7 @@ def _everything(server: Server) -> tuple[Any, ...]:
         return sorted((n.ino, n.kind, n.mode, n.nlink, n.mtime, n.ctime, n.change, n.target,
                        None if n.data is None else n.data.tobytes(), n.entries) for n in table.values())
     return (inodes(server.inodes), inodes(server.journal.durable), server.kinds, server.usage(), server.crashes,
-            server.generation()[2])  # the next inode number
+            server._next_ino)
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -4,7 +4,7 @@ node clients and their caches, virtual time). A run borrows them; a crash change
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 
 from ..choices import ChoiceSource
 from ..clock import VirtualClock
@@ -83,7 +83,7 @@ class Filesystems:
     def taped(self) -> AbstractContextManager[None]:
         """A run's block: its requests go on ``tape`` (if set), which is then taken off."""
         tape, self.tape = self.tape, None
-        return taping(self.disks(), [p.mount for p in self.proc], tape)
+        return nullcontext() if tape is None else taping(self.disks(), [p.mount for p in self.proc], tape)
 
     def dev_of(self, mount: Mount) -> int:
         return self._devs.get(id(mount), 0)

@@ -168,11 +168,12 @@ class Server:
                 setattr(self, key, value)
         self.journal.rebind(live=self._live, clock=self._clock)
 
-    def generation(self) -> tuple[int, int, int]:
-        """Equal generations: nothing changed on this server in between."""
-        return self.journal.version, self.changes, self._next_ino
+    def generation(self) -> tuple[int, int]:
+        """Equal generations: nothing changed on this server in between (a new inode number
+        comes with a new inode, which counts as a change)."""
+        return self.journal.version, self.changes
 
-    def copy_key(self, state: CrashState) -> tuple[tuple[int, int, int], CrashState, float | None]:
+    def copy_key(self, state: CrashState) -> tuple[tuple[int, int], CrashState, float | None]:
         """Equal keys, equal ``crashed_copy(state)``: nothing changed on this server in between
         (and, where the state persists pending operations, whose inodes take the crash's time,
         no time passed)."""
