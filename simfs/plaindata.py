@@ -1,129 +1,243 @@
-"""What a process that ran rank code sends the host: pickles the host loads with an unpickler that
-builds plain data (containers, numbers, text, bytes, numpy arrays, standard exceptions and
-simfs's) and the records simfs and scenarios register here (results, traces, findings), so
-nothing a rank made or forged can run code in the host (pickle's documentation, "Restricting
-Globals"). The sending side, ``dumps``, first stands in for what the host would refuse: an
-exception of another class becomes a simfs.RankError naming it, any other object a Foreign
-naming its type, with its repr."""
+"""What a process that ran rank code sends the host, and how the host reads it: msgpack (msgspec),
+never pickle. None, bool, 64-bit int, float, str, bytes, list and a dict of str keys are msgpack's
+own; every other value the host takes is a tagged extension whose payload is plain fields, and the
+host rebuilds it from those fields by a rule of its own per tag: tuples, sets, dicts of other keys,
+big ints, the standard library's plain values (dates, Decimal, Fraction, paths, UUIDs, os's result
+records), numpy arrays and scalars of numeric, bytes or str dtypes only (dtype, shape and their
+bytes, never an object dtype), exceptions of the standard library's, simfs's, torch.distributed's
+and filelock's classes (their arguments and attributes), and the records simfs and scenarios
+register here (results, traces, findings: their fields). Nothing a message names can run code the
+sender chose in the host, and a message the host does not take raises Untrusted naming what it
+holds. The sending side, ``dumps``, first stands in for what the host would refuse: an exception
+of another class becomes a simfs.RankError naming it, any other object a Foreign naming its type,
+with its repr."""
 
 from __future__ import annotations
 
-import io
-import pickle
+import collections
+import dataclasses
+import datetime
+import decimal
+import fractions
+import importlib
+import math
+import os
+import pathlib
+import re
+import sys
+import threading
 import types
+import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
+
+import msgspec
+from msgspec.msgpack import Ext
 
 from .errors import RankError
 
-# classes a message may name, by module: plain data only (their construction runs no code the
-# sender chose)
-PLAIN: dict[str, frozenset[str]] = {
-    "builtins": frozenset({"complex", "bytearray", "frozenset", "set", "range", "slice", "object"}),
-    "collections": frozenset({"OrderedDict", "deque"}),
-    "copyreg": frozenset({"_reconstructor"}),
-    "datetime": frozenset({"date", "datetime", "time", "timedelta", "timezone"}),
-    "decimal": frozenset({"Decimal"}),
-    "fractions": frozenset({"Fraction"}),
-    "pathlib": frozenset({"PurePath", "PurePosixPath", "PosixPath", "Path"}),
-    "os": frozenset({"stat_result", "statvfs_result", "times_result", "uname_result"}),
-    "uuid": frozenset({"UUID", "SafeUUID"}),
-    "numpy": frozenset({"ndarray", "dtype"}),
-    "numpy.core.multiarray": frozenset({"_reconstruct", "scalar"}),
-    "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}),
-    "numpy.dtypes": frozenset({"Float64DType", "Float32DType", "Float16DType", "Int64DType", "Int32DType",
-                               "Int16DType", "Int8DType", "UInt8DType", "UInt16DType", "UInt32DType",
-                               "UInt64DType", "BoolDType", "Complex64DType", "Complex128DType", "BytesDType",
-                               "StrDType"}),
-}
-# their exception classes only: the standard library's that file and process code raises (importing
-# these modules runs nothing of note), simfs's, torch.distributed's and filelock's
+# exception classes the host rebuilds, by module: the standard library's that file and process code
+# raises (importing these modules runs nothing of note), simfs's, torch.distributed's and filelock's
 EXCEPTION_MODULES = frozenset({
     "builtins", "shutil", "subprocess", "socket", "queue", "concurrent.futures._base", "json.decoder", "pickle",
     "_pickle", "zipfile", "tarfile", "zlib", "struct", "_struct", "csv", "_csv", "configparser", "tomllib",
     "simfs.errors", "torch.distributed", "filelock._error",
 })
-_RECORDS: set[tuple[str, str]] = set()  # (module, qualified name) of what register() named
-# what pickle writes inline, never through a class it names
-_INLINE = (type(None), bool, int, float, str, bytes, list, tuple, dict)
+MAX_DEPTH = 100  # tagged values inside tagged values: deeper messages are refused, not recursed into
+MAX_TEXT = 1 << 20  # characters of a big int's (hexadecimal) or a Decimal's text
+# numpy dtypes an array may have: booleans, integers, floats and complex numbers, fixed bytes and str
+_DTYPE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f[248]|c(?:8|16)|[SU][0-9]{1,9})")
+
+(TUPLE, DICT, SET, FROZENSET, BIGINT, BYTEARRAY, COMPLEX, NDARRAY, NPSCALAR, DATE, DATETIME, TIME, TIMEDELTA,
+ TIMEZONE, DECIMAL, FRACTION, PATH, UUID, STRUCTSEQ, RANGE, SLICE, DEQUE, ORDEREDDICT, EXCEPTION, RECORD, CALL,
+ OBJECT) = range(1, 28)
+
+_PATHS = {cls.__name__: cls for cls in (pathlib.PurePath, pathlib.PurePosixPath, pathlib.Path, pathlib.PosixPath)}
+_STRUCTSEQS = {cls.__name__: cls for cls in (os.stat_result, os.statvfs_result, os.times_result, os.uname_result)}
+_BUILDERS: dict[tuple[str, str], Any] = {}  # (module, qualified name) -> what register() named
+_ENCODE = msgspec.msgpack.Encoder().encode
 
 
-class Untrusted(pickle.UnpicklingError):
-    """A message names something the host does not load."""
+class Untrusted(ValueError):
+    """A message holds something the host does not load."""
 
 
+@dataclasses.dataclass(frozen=True)
 class Foreign:
     """Stands, in the host, for a value of a class it does not load (rank code never runs in the
     host): the value's type and its repr, as the process that made it wrote them."""
 
-    def __init__(self, type_name: str, text: str) -> None:
-        self.type_name, self.text = type_name, text
+    type_name: str
+    text: str
 
     def __repr__(self) -> str:
         return f"<{self.type_name} (not loaded in the host): {self.text}>"
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Foreign) and (self.type_name, self.text) == (other.type_name, other.text)
-
-    def __hash__(self) -> int:
-        return hash((self.type_name, self.text))
-
-    def __reduce__(self) -> tuple[type, tuple[str, str]]:
-        return type(self), (self.type_name, self.text)
-
 
 def register(*objects: type | Callable[..., Any]) -> None:
-    """Let the host load ``objects`` (simfs's and scenarios' own records and their rebuilders)
-    from a confined child's message. Register only what builds an object by storing fields:
-    the sender chooses the arguments."""
+    """Let the host load ``objects`` from a confined child's message: simfs's and scenarios' own
+    records (dataclasses, msgspec Structs and named tuples, rebuilt from their fields) and the
+    functions their ``__reduce__`` names (called with plain arguments). Register only what builds
+    an object by storing fields: the sender chooses them."""
     for obj in objects:
-        _RECORDS.add((obj.__module__, obj.__qualname__))
+        _BUILDERS[obj.__module__, obj.__qualname__] = obj
 
 
 def loadable(cls: type) -> bool:
-    """The host loads instances of ``cls`` from a confined child's message."""
-    return cls in _INLINE or _loadable(cls.__module__, cls.__qualname__, cls)
+    """The host loads instances of ``cls`` from a confined child's message (records included)."""
+    return cls in _NATIVE or cls in _ENCODERS or _registered(cls) or _standard_exception(cls)
 
 
-def _loadable(module: str, name: str, obj: Any, records: bool = True) -> bool:
-    if name in PLAIN.get(module, ()) or (records and (module, name) in _RECORDS):
-        return True
-    return module in EXCEPTION_MODULES and isinstance(obj, type) and issubclass(obj, BaseException)
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    def __init__(self, data: bytes, records: bool) -> None:
-        super().__init__(io.BytesIO(data))
-        self._records = records
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module in EXCEPTION_MODULES or _loadable(module, name, None, self._records):
-            found = super().find_class(module, name)  # (an exception module's: checked once found)
-            if _loadable(module, name, found, self._records):
-                return found
-        raise Untrusted(f"{module}.{name}")
+def dumps(value: Any) -> bytes:
+    """``value`` as a message ``load(..., records=True)`` rebuilds in the host: what the host would
+    refuse is replaced by its stand-in (RankError, Foreign)."""
+    return _ENCODE(_wire(value, 0))
 
 
 def load(data: bytes, *, records: bool = False) -> Any:
     """A message as plain data (and, with ``records``, the registered records); raises Untrusted
-    naming a class it may not hold."""
-    return _PlainUnpickler(data, records).load()
+    naming what it may not hold."""
+    try:
+        return (_WITH_RECORDS if records else _PLAIN).decode(data)
+    except Untrusted:
+        raise
+    except (msgspec.DecodeError, ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+        raise Untrusted(f"a malformed message ({type(exc).__name__}: {exc})") from None
 
 
-class _StandInPickler(pickle.Pickler):
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
-            module, name = getattr(obj, "__module__", None) or "", getattr(obj, "__qualname__", "")
-            if _loadable(module, name, obj):
-                return NotImplemented
-            return Foreign, (f"{module}.{name}", "a class or function")
-        cls = type(obj)
-        if loadable(cls):
-            return NotImplemented
-        type_name = f"{cls.__module__}.{cls.__qualname__}"
-        if isinstance(obj, BaseException):
-            return RankError, (type_name, _text(str, obj))
-        return Foreign, (type_name, _text(repr, obj)[:2000])
+def ext_hook(records: bool) -> Callable[[int, memoryview], Any]:
+    """The decoding of tagged values, for a msgspec decoder of typed messages (carrier/wire.py)."""
+    return _WITH_RECORDS_HOOK if records else _PLAIN_HOOK
+
+
+def wire(value: Any) -> Any:
+    """``value`` as msgpack's own types and tagged values, for a typed message's field."""
+    return _wire(value, 0)
+
+
+# -- sending ---------------------------------------------------------------------------------------
+_NATIVE = frozenset({type(None), bool, float, str, bytes})
+
+
+def _wire(obj: Any, depth: int) -> Any:
+    kind = type(obj)
+    if kind in _NATIVE:
+        return obj
+    if kind is int:
+        return obj if -(1 << 63) <= obj < 1 << 64 else _ext(BIGINT, format(obj, "x"))
+    if depth > MAX_DEPTH:
+        raise Untrusted(f"a value nested deeper than {MAX_DEPTH} levels")
+    depth += 1
+    if kind is list:
+        return [_wire(item, depth) for item in obj]
+    if kind is dict:
+        if all(type(key) is str for key in obj):
+            return {key: _wire(item, depth) for key, item in obj.items()}
+        return _ext(DICT, [_wire(part, depth) for pair in obj.items() for part in pair])
+    if kind is tuple:
+        return _ext(TUPLE, [_wire(item, depth) for item in obj])
+    encode = _ENCODERS.get(kind)
+    if encode is not None:
+        return encode(obj, depth)
+    return _other(obj, depth)
+
+
+def _ext(code: int, fields: Any) -> Ext:
+    return Ext(code, _ENCODE(fields))
+
+
+def _items(code: int) -> Callable[[Any, int], Ext]:
+    return lambda obj, depth: _ext(code, [_wire(item, depth) for item in obj])
+
+
+def _datetime_fields(obj: datetime.datetime) -> list[Any]:
+    return [obj.year, obj.month, obj.day, obj.hour, obj.minute, obj.second, obj.microsecond,
+            _wire(obj.tzinfo, 0), obj.fold]
+
+
+_ENCODERS: dict[type, Callable[[Any, int], Ext]] = {
+    set: _items(SET), frozenset: _items(FROZENSET),
+    bytearray: lambda obj, depth: _ext(BYTEARRAY, bytes(obj)),
+    complex: lambda obj, depth: _ext(COMPLEX, [obj.real, obj.imag]),
+    datetime.date: lambda obj, depth: _ext(DATE, [obj.year, obj.month, obj.day]),
+    datetime.datetime: lambda obj, depth: _ext(DATETIME, _datetime_fields(obj)),
+    datetime.time: lambda obj, depth: _ext(TIME, [obj.hour, obj.minute, obj.second, obj.microsecond,
+                                                  _wire(obj.tzinfo, 0), obj.fold]),
+    datetime.timedelta: lambda obj, depth: _ext(TIMEDELTA, [obj.days, obj.seconds, obj.microseconds]),
+    datetime.timezone: lambda obj, depth: _ext(TIMEZONE, [obj.utcoffset(None).total_seconds(), obj.tzname(None)]),
+    decimal.Decimal: lambda obj, depth: _ext(DECIMAL, str(obj)),
+    fractions.Fraction: lambda obj, depth: _ext(FRACTION, [_wire(obj.numerator, 0), _wire(obj.denominator, 0)]),
+    uuid.UUID: lambda obj, depth: _ext(UUID, obj.bytes),
+    range: lambda obj, depth: _ext(RANGE, [_wire(obj.start, 0), _wire(obj.stop, 0), _wire(obj.step, 0)]),
+    slice: lambda obj, depth: _ext(SLICE, [_wire(obj.start, depth), _wire(obj.stop, depth), _wire(obj.step, depth)]),
+    collections.deque: lambda obj, depth: _ext(DEQUE, [[_wire(item, depth) for item in obj], obj.maxlen]),
+    collections.OrderedDict: lambda obj, depth: _ext(ORDEREDDICT, [_wire(p, depth) for pair in obj.items()
+                                                                   for p in pair]),
+    **{cls: lambda obj, depth: _ext(PATH, [type(obj).__name__, str(obj)]) for cls in _PATHS.values()},
+    **{cls: lambda obj, depth: _ext(STRUCTSEQ, _structseq_fields(obj, depth)) for cls in _STRUCTSEQS.values()},
+}
+
+
+def _structseq_fields(obj: Any, depth: int) -> list[Any]:
+    """An os result record: its class's name, its fields, its named extra fields (as it pickles)."""
+    return [type(obj).__name__, *(_wire(part, depth) for part in obj.__reduce__()[1])]
+
+
+def _other(obj: Any, depth: int) -> Any:
+    """A value of a class without an encoder of its own: an array, an exception, a record, a
+    registered function, or its stand-in."""
+    cls = type(obj)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(obj, (numpy.ndarray, numpy.generic)) and _DTYPE.fullmatch(obj.dtype.str):
+        if isinstance(obj, numpy.generic):
+            return _ext(NPSCALAR, [obj.dtype.str, obj.tobytes()])
+        return _ext(NDARRAY, [obj.dtype.str, list(obj.shape), numpy.ascontiguousarray(obj).tobytes()])
+    if isinstance(obj, BaseException):
+        return _exception(obj, depth)
+    if _registered(cls):
+        return _ext(RECORD, [cls.__module__, cls.__qualname__, [_wire(f, depth) for f in _fields(obj)]])
+    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+        module, name = getattr(obj, "__module__", None) or "", getattr(obj, "__qualname__", "")
+        if (module, name) in _BUILDERS or (isinstance(obj, type) and _standard_exception(obj)):
+            return _ext(OBJECT, [module, name])
+        return _wire(Foreign(f"{module}.{name}", "a class or function"), depth)
+    reduced = _reduced_by_builder(obj)
+    if reduced is not None:
+        builder, args = reduced
+        return _ext(CALL, [builder.__module__, builder.__qualname__, [_wire(a, depth) for a in args]])
+    return _wire(Foreign(f"{cls.__module__}.{cls.__qualname__}", _text(repr, obj)[:2000]), depth)
+
+
+def _exception(exc: BaseException, depth: int) -> Any:
+    cls = type(exc)
+    if _standard_exception(cls) or _registered(cls):
+        try:
+            reduced = exc.__reduce__()
+            if reduced[0] is cls and type(reduced[1]) is tuple:
+                state = reduced[2] if len(reduced) > 2 else None
+                state = {k: v for k, v in state.items() if type(k) is str} if isinstance(state, dict) else {}
+                return _ext(EXCEPTION, [cls.__module__, cls.__qualname__, [_wire(a, depth) for a in reduced[1]],
+                                        {k: _wire(v, depth) for k, v in state.items()}])
+        except Untrusted:
+            raise
+        except Exception:  # noqa: BLE001 - its own __reduce__ failed: it crosses as a RankError
+            pass
+    return _wire(RankError(f"{cls.__module__}.{cls.__qualname__}", _text(str, exc)), depth)
+
+
+def _reduced_by_builder(obj: Any) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+    """(a registered builder, its arguments) when the value's own __reduce__ names one (a Profile)."""
+    if getattr(type(obj), "__reduce__", None) is object.__reduce__:
+        return None
+    try:
+        reduced = obj.__reduce__()
+    except Exception:  # noqa: BLE001 - a broken __reduce__: the value crosses as a Foreign
+        return None
+    if type(reduced) is tuple and len(reduced) == 2 and type(reduced[1]) is tuple:
+        builder: Callable[..., Any] = reduced[0]
+        if _BUILDERS.get((getattr(builder, "__module__", ""), getattr(builder, "__qualname__", ""))) is builder:
+            return builder, reduced[1]
+    return None
 
 
 def _text(show: Callable[[Any], str], obj: Any) -> str:
@@ -133,15 +247,232 @@ def _text(show: Callable[[Any], str], obj: Any) -> str:
         return f"(its {show.__name__} raised {type(exc).__name__})"
 
 
-def dumps(value: Any) -> bytes:
-    """``value`` pickled so that ``load(..., records=True)`` builds it in the host: what the host
-    would refuse is replaced by its stand-in (RankError, Foreign). Raises Untrusted if something
-    is still refused (a registered class that pickles through a function it does not name)."""
-    out = io.BytesIO()
-    _StandInPickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
-    data = out.getvalue()
-    load(data, records=True)  # the host's own check, here first: it builds nothing the sender chose
-    return data
+def _registered(cls: type) -> bool:
+    return _BUILDERS.get((cls.__module__, cls.__qualname__)) is cls
 
 
-register(Foreign, RankError)
+def _standard_exception(cls: type) -> bool:
+    return isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ in EXCEPTION_MODULES
+
+
+def _fields(obj: Any) -> list[Any]:
+    """A record's fields, in their declared order."""
+    if isinstance(obj, msgspec.Struct):
+        return [getattr(obj, name) for name in type(obj).__struct_fields__]
+    if isinstance(obj, tuple):  # a named tuple
+        return list(obj)
+    return [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+
+
+# -- loading ---------------------------------------------------------------------------------------
+class _Hook:
+    """Rebuilds tagged values; each rule checks the fields it takes."""
+
+    def __init__(self, records: bool) -> None:
+        self.records = records
+        self.nesting = threading.local()
+        self.decode: Callable[[memoryview], Any] = msgspec.msgpack.Decoder(ext_hook=self).decode
+
+    def __call__(self, code: int, data: memoryview) -> Any:
+        depth = getattr(self.nesting, "depth", 0)
+        if depth >= MAX_DEPTH:
+            raise Untrusted(f"a value nested deeper than {MAX_DEPTH} levels")
+        self.nesting.depth = depth + 1
+        try:
+            fields = self.decode(data)
+            rule = _RULES.get(code)
+            if rule is None:
+                raise Untrusted(f"a value of unknown tag {code}")
+            return rule(self, fields)
+        finally:
+            self.nesting.depth = depth
+
+
+def _of(fields: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    if not isinstance(fields, kind) or (type(fields) is bool and kind is not bool):
+        raise Untrusted(f"{what}: got {type(fields).__name__}")
+    return fields
+
+
+def _pairs(fields: Any, what: str) -> list[tuple[Any, Any]]:
+    items = _of(fields, list, what)
+    if len(items) % 2:
+        raise Untrusted(f"{what}: an odd number of keys and values")
+    return list(zip(items[::2], items[1::2]))
+
+
+def _number(text: Any, kind: Callable[[str], Any], what: str) -> Any:
+    if not isinstance(text, str) or len(text) > MAX_TEXT:
+        raise Untrusted(f"{what}: not a number's text")
+    return kind(text)
+
+
+def _bigint(text: str) -> int:
+    return int(text, 16)  # hexadecimal: no limit on digits (sys.set_int_max_str_digits), linear time
+
+
+def _fixed(fields: Any, count: int, what: str) -> list[Any]:
+    items: list[Any] = _of(fields, list, what)
+    if len(items) != count:
+        raise Untrusted(f"{what}: {len(items)} fields, not {count}")
+    return items
+
+
+def _tz(value: Any) -> datetime.tzinfo | None:
+    return _of(value, (datetime.timezone, type(None)), "a time zone")  # type: ignore[no-any-return]
+
+
+def _datetime(fields: Any) -> datetime.datetime:
+    y, mo, d, h, mi, s, us, tz, fold = _fixed(fields, 9, "a datetime")
+    return datetime.datetime(y, mo, d, h, mi, s, us, tzinfo=_tz(tz), fold=fold)
+
+
+def _time(fields: Any) -> datetime.time:
+    h, mi, s, us, tz, fold = _fixed(fields, 6, "a time")
+    return datetime.time(h, mi, s, us, tzinfo=_tz(tz), fold=fold)
+
+
+def _array(fields: Any) -> Any:
+    dtype, shape, data = _fixed(fields, 3, "an array")
+    numpy = _numpy()
+    kind = _dtype(numpy, dtype)
+    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+        raise Untrusted(f"an array's shape: {shape!r}")
+    if not isinstance(data, bytes) or len(data) != math.prod(shape) * kind.itemsize:
+        raise Untrusted(f"an array of shape {shape} and dtype {kind} with the wrong number of bytes")
+    return numpy.frombuffer(data, kind).reshape(shape).copy()
+
+
+def _scalar(fields: Any) -> Any:
+    dtype, data = _fixed(fields, 2, "a numpy scalar")
+    numpy = _numpy()
+    kind = _dtype(numpy, dtype)
+    if not isinstance(data, bytes) or len(data) != kind.itemsize:
+        raise Untrusted(f"a numpy scalar of dtype {kind} with the wrong number of bytes")
+    return numpy.frombuffer(data, kind)[0]
+
+
+def _numpy() -> Any:
+    import numpy
+
+    return numpy
+
+
+def _dtype(numpy: Any, text: Any) -> Any:
+    if not isinstance(text, str) or not _DTYPE.fullmatch(text):
+        raise Untrusted(f"an array of dtype {text!r}: plain numbers, bytes and str only")
+    kind = numpy.dtype(text)
+    if kind.hasobject or kind.fields is not None or kind.subdtype is not None:
+        raise Untrusted(f"an array of dtype {text!r}")
+    return kind
+
+
+def _structseq(fields: Any) -> Any:
+    items = _of(fields, list, "an os result record")
+    if len(items) != 3 or items[0] not in _STRUCTSEQS:
+        raise Untrusted(f"an os result record: {items[:1]!r}")
+    return _STRUCTSEQS[items[0]](_of(items[1], tuple, "its fields"), _of(items[2], dict, "its extra fields"))
+
+
+def _path(fields: Any) -> pathlib.PurePath:
+    name, text = _fixed(fields, 2, "a path")
+    if name not in _PATHS:
+        raise Untrusted(f"a path of class {name!r}")
+    return _PATHS[name](_of(text, str, "a path's text"))
+
+
+def _named(hook: _Hook, module: Any, name: Any, what: str) -> Any:
+    """The class or function a message names: a standard exception class, or (records) what
+    register() named."""
+    if not isinstance(module, str) or not isinstance(name, str):
+        raise Untrusted(f"{what} named by {module!r}.{name!r}")
+    found = _BUILDERS.get((module, name)) if hook.records else None
+    if found is None and module in EXCEPTION_MODULES and "." not in name and name.isidentifier():
+        imported = sys.modules.get(module) or importlib.import_module(module)
+        candidate = getattr(imported, name, None)
+        found = candidate if isinstance(candidate, type) and _standard_exception(candidate) else None
+    if found is None:
+        raise Untrusted(f"{module}.{name}")
+    return found
+
+
+def _exception_rule(hook: _Hook, fields: Any) -> BaseException:
+    module, name, args, state = _fixed(fields, 4, "an exception")
+    cls = _named(hook, module, name, "an exception")
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        raise Untrusted(f"{module}.{name} is not an exception class")
+    error = cls(*_of(args, list, "an exception's arguments"))
+    error.__dict__.update({str(k): v for k, v in _of(state, dict, "an exception's attributes").items()})
+    return error
+
+
+def _record(hook: _Hook, fields: Any) -> Any:
+    module, name, values = _fixed(fields, 3, "a record")
+    cls = _named(hook, module, name, "a record")
+    values = _of(values, list, "a record's fields")
+    if not isinstance(cls, type) or issubclass(cls, BaseException):
+        raise Untrusted(f"{module}.{name} is not a record")
+    if issubclass(cls, msgspec.Struct):
+        struct_fields = cls.__struct_fields__
+        if len(values) != len(struct_fields):
+            raise Untrusted(f"{module}.{name} with {len(values)} fields, not {len(struct_fields)}")
+        return cls(**dict(zip(struct_fields, values)))
+    if issubclass(cls, tuple):
+        return cls._make(values)  # type: ignore[attr-defined]  # a named tuple (register() checks nothing else)
+    names = [f.name for f in dataclasses.fields(cast(Any, cls))]
+    if len(values) != len(names):
+        raise Untrusted(f"{module}.{name} with {len(values)} fields, not {len(names)}")
+    record = cls.__new__(cls)
+    for field_name, value in zip(names, values):
+        object.__setattr__(record, field_name, value)
+    return record
+
+
+def _object(hook: _Hook, fields: Any) -> Any:
+    module, name = _fixed(fields, 2, "a class or function")
+    return _named(hook, module, name, "a class or function")
+
+
+def _call(hook: _Hook, fields: Any) -> Any:
+    module, name, args = _fixed(fields, 3, "a built value")
+    builder = _named(hook, module, name, "a builder")
+    if isinstance(builder, type):
+        raise Untrusted(f"{module}.{name} is a class, not a builder")
+    return builder(*_of(args, list, "a builder's arguments"))
+
+
+_RULES: dict[int, Callable[[_Hook, Any], Any]] = {
+    TUPLE: lambda h, f: tuple(_of(f, list, "a tuple")),
+    DICT: lambda h, f: dict(_pairs(f, "a dict")),
+    SET: lambda h, f: set(_of(f, list, "a set")),
+    FROZENSET: lambda h, f: frozenset(_of(f, list, "a frozenset")),
+    BIGINT: lambda h, f: _number(f, _bigint, "a big int"),
+    BYTEARRAY: lambda h, f: bytearray(_of(f, bytes, "a bytearray")),
+    COMPLEX: lambda h, f: complex(*(_of(part, (int, float), "a complex number") for part in _fixed(f, 2, "complex"))),
+    NDARRAY: lambda h, f: _array(f),
+    NPSCALAR: lambda h, f: _scalar(f),
+    DATE: lambda h, f: datetime.date(*_fixed(f, 3, "a date")),
+    DATETIME: lambda h, f: _datetime(f),
+    TIME: lambda h, f: _time(f),
+    TIMEDELTA: lambda h, f: datetime.timedelta(*_fixed(f, 3, "a timedelta")),
+    TIMEZONE: lambda h, f: datetime.timezone(datetime.timedelta(seconds=_fixed(f, 2, "a time zone")[0]), f[1]),
+    DECIMAL: lambda h, f: _number(f, decimal.Decimal, "a Decimal"),
+    FRACTION: lambda h, f: fractions.Fraction(*(_of(n, int, "a fraction's part") for n in _fixed(f, 2, "a fraction"))),
+    PATH: lambda h, f: _path(f),
+    UUID: lambda h, f: uuid.UUID(bytes=_of(f, bytes, "a UUID")),
+    STRUCTSEQ: lambda h, f: _structseq(f),
+    RANGE: lambda h, f: range(*(_of(n, int, "a range's bound") for n in _fixed(f, 3, "a range"))),
+    SLICE: lambda h, f: slice(*_fixed(f, 3, "a slice")),
+    DEQUE: lambda h, f: collections.deque(_of(_fixed(f, 2, "a deque")[0], list, "a deque's items"),
+                                          _of(f[1], (int, type(None)), "a deque's length")),
+    ORDEREDDICT: lambda h, f: collections.OrderedDict(_pairs(f, "an ordered dict")),
+    EXCEPTION: _exception_rule,
+    RECORD: _record,
+    CALL: _call,
+    OBJECT: lambda h, f: _object(h, f),
+}
+_PLAIN_HOOK, _WITH_RECORDS_HOOK = _Hook(records=False), _Hook(records=True)
+_PLAIN = msgspec.msgpack.Decoder(ext_hook=_PLAIN_HOOK)
+_WITH_RECORDS = msgspec.msgpack.Decoder(ext_hook=_WITH_RECORDS_HOOK)
+
+register(Foreign)

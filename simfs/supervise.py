@@ -29,6 +29,7 @@ _BEAT = struct.Struct("d")
 _in_child = [False]  # this process is an isolated child (what it starts inherits it)
 _STACKS = signal.SIGUSR2
 _GRACE = 2.0  # seconds a stuck child gets to write its stacks before it is killed
+MAX_STACKS = 1 << 20  # bytes of a faulthandler's file the host reads: every thread's stack fits
 
 
 class Stalled(SimfsError):
@@ -200,8 +201,19 @@ def _stacks_of(pid: int, stacks: Any) -> str:
     is held) and read them once they stop growing."""
     if not ask_for_stacks(pid, _STACKS, stacks.fileno()):
         return "(the child was already gone)"
-    stacks.seek(0)
-    return stacks.read().decode(errors="replace") or "(the child wrote no stacks)"
+    return read_stacks(stacks.fileno())
+
+
+def read_stacks(fd: int) -> str:
+    """What a faulthandler wrote to ``fd``: its first MAX_STACKS bytes, whatever size the file claims
+    (the process that wrote it may have grown it, sparse, to any size)."""
+    size = _real.fstat(fd).st_size
+    if not size:
+        return "(no stacks were written)"
+    text = _real.pread(fd, min(size, MAX_STACKS), 0).decode(errors="replace")
+    if size > MAX_STACKS:
+        text += f"\n... (the file claims {size} bytes; the first {MAX_STACKS} are shown)"
+    return text
 
 
 def ask_for_stacks(pid: int, signum: int, fd: int, grace: float = _GRACE) -> bool:

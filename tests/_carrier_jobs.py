@@ -186,7 +186,7 @@ def forges_its_answer() -> str:
 
     task = current_task()
     assert task is not None
-    wire.send(link.fd, ("done", task.tid, pickle.dumps(Evil())))
+    wire.send(link.fd, pickle.dumps(("done", task.tid, pickle.dumps(Evil()))))
     time.sleep(60)
     return "unreached"
 

@@ -194,7 +194,7 @@ def test_a_returned_object_of_the_jobs_own_class_arrives_as_its_name_and_repr() 
 def test_a_forged_pickle_runs_nothing_in_the_host(canary: Path) -> None:
     out = host("forges_its_answer", canary, ranks=1)
     kind, message = out["errors"]["0"]
-    assert kind == "SimfsError" and "system" in message and "plain data" in message
+    assert kind == "SimfsError" and "does not load" in message and "never runs in the host" in message
     assert not canary.exists()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextvars
 import heapq
+import math
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -267,7 +268,10 @@ class Scheduler:
             task.interrupts.pop(0)()
 
     def elapse(self, cost: float) -> None:
-        """The running task spent ``cost`` virtual seconds; others due earlier run first."""
+        """The running task spent ``cost`` virtual seconds (finite: ValueError otherwise, whoever
+        asks); others due earlier run first."""
+        if not math.isfinite(cost):
+            raise ValueError(f"simfs: a rank spent {cost} virtual seconds; a cost is a finite number")
         task = self.current
         assert task is not None  # called from a task
         if task.interrupts:
@@ -317,7 +321,10 @@ class Scheduler:
             self.elapse(owed)
 
     def block(self, queue: WaitQueue, timeout: float | None = None) -> bool:
-        """Wait until notified (True) or until ``timeout`` virtual seconds pass (False)."""
+        """Wait until notified (True) or until ``timeout`` virtual seconds pass (False); a NaN
+        timeout is a ValueError, whoever asks."""
+        if timeout is not None and math.isnan(timeout):
+            raise ValueError("simfs: a wait with a timeout of nan virtual seconds")
         task = self.current
         assert task is not None  # called from a task
         if task.interrupts:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import _real
+from ...supervise import read_stacks
 from ..process import Process
 from ..scheduler import current_task
 from ..waitqueue import WaitQueue
@@ -55,8 +56,7 @@ class RankProcess:
     def stacks_text(self) -> str:
         """What faulthandler wrote: the fatal signal's native and Python stacks, or the threads'
         stacks the host asked for."""
-        size = _real.fstat(self.stacks).st_size
-        return _real.pread(self.stacks, size, 0).decode(errors="replace") if size else "(no stacks were written)"
+        return read_stacks(self.stacks)
 
 
 class Forward:

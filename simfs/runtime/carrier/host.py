@@ -23,8 +23,8 @@ from ..kvstore import Stores
 from ..machine import ReadOnRank
 from ..process import Process
 from ..scheduler import Task
+from . import messages, wire
 from . import rank as rank_side
-from . import wire
 from .handle import Forward, RankProcess
 from .hostdist import DistRequests
 from .outbox import Outboxes
@@ -106,11 +106,10 @@ class ProcessCarrier:
     def _greeted(self, rank: RankProcess) -> None:
         """The rank process's first word: it confined itself (what the kernel refuses it)."""
         hello = self._receive(rank)
-        if hello[0] != "hello":
-            raise SimfsError(f"rank {rank.proc.rank}'s process did not start: it said {hello[0]!r}")
+        if not isinstance(hello, messages.Hello):
+            raise SimfsError(f"rank {rank.proc.rank}'s process did not start: it said {type(hello).__name__}")
         if self.confinement is None:
-            _, abi, confined, unconfined = hello
-            self.confinement = Confinement(int(abi), dict(confined), dict(unconfined))
+            self.confinement = Confinement(hello.landlock_abi, dict(hello.confined), dict(hello.unconfined))
 
     # -- serving a rank ----------------------------------------------------------------------------
     def _serve(self, rank: RankProcess) -> Any:
@@ -127,30 +126,28 @@ class ProcessCarrier:
                     signals, rank.signals = rank.signals, []
                 self._send(rank, task.tid, answer, signals)
                 message = self._receive(rank)
-                kind, tid = message[0], message[1]
-                if tid != task.tid:
-                    raise SimfsError(f"rank {rank.proc.rank}'s thread {tid} spoke while thread {task.tid} had the turn")
-                if kind == "call":
-                    self._where[task.tid] = str(message[3])
-                    answer = self._handle(rank, message[2], message[4:])
-                elif kind == "done":
-                    return self._load(rank, message[2])
-                elif kind == "raised":
-                    raise self._raised(message[2:])
-                elif kind == "unsendable":
-                    raise SimfsError(f"rank {rank.proc.rank} returned a {message[2]}, which cannot be sent to the "
-                                     f"host ({message[3]}); return plain data")
+                if isinstance(message, messages.Hello) or message.tid != task.tid:
+                    raise SimfsError(f"rank {rank.proc.rank}'s process spoke out of turn: thread {task.tid} "
+                                     f"had the turn, it sent {type(message).__name__}")
+                if isinstance(message, messages.Call):
+                    self._where[task.tid] = message.where
+                    answer = self._handle(rank, message.op, message.args)
+                elif isinstance(message, messages.Done):
+                    return self._load(rank, message.value)
+                elif isinstance(message, messages.Raised):
+                    raise self._raised(message)
                 else:
-                    raise SimfsError(f"rank {rank.proc.rank} sent the host a message of unknown kind {kind!r}")
+                    raise SimfsError(f"rank {rank.proc.rank} returned a {message.type_name}, which cannot be sent "
+                                     f"to the host ({message.why}); return plain data")
         except _Exited:
             return None
         finally:
             if task.is_main:
                 self._end_process(rank.proc, "its process exited")
 
-    def _handle(self, rank: RankProcess, op: Any, args: tuple[Any, ...]) -> tuple[str, Any]:
+    def _handle(self, rank: RankProcess, op: str, args: list[Any]) -> tuple[str, Any]:
         self.requests += 1
-        handler = self._handlers.get(op) if isinstance(op, str) else None
+        handler = self._handlers.get(op)
         try:
             if handler is None:
                 raise SimfsError(f"simfs: a rank process asked the host for {op!r}, which it does not serve")
@@ -163,41 +160,41 @@ class ProcessCarrier:
     def _send(self, rank: RankProcess, tid: int, answer: tuple[str, Any], signals: list[int]) -> None:
         try:
             try:
-                wire.send(rank.fd, (tid, *answer, signals, self.sched.now))
+                data = pickle.dumps((tid, *answer, signals, self.sched.now), protocol=pickle.HIGHEST_PROTOCOL)
             except (TypeError, AttributeError, ValueError, pickle.PicklingError) as exc:  # an unpicklable exception
-                wire.send(rank.fd, (tid, "err", SimfsError(f"{answer[1]!r} ({exc})"), signals, self.sched.now))
+                data = pickle.dumps((tid, "err", SimfsError(f"{answer[1]!r} ({exc})"), signals, self.sched.now))
+            wire.send(rank.fd, data)
         except (BrokenPipeError, ConnectionResetError):
             self._died(rank)
 
-    def _receive(self, rank: RankProcess) -> Any:
-        data = wire.receive(rank.fd)
-        if data is None:
-            self._died(rank)
+    def _receive(self, rank: RankProcess) -> messages.FromRank:
         try:
-            return plaindata.load(data)  # type: ignore[arg-type]  # not None: _died raised
-        except Exception as exc:  # noqa: BLE001 - anything unloadable ends the rank, nothing of it runs here
+            data = wire.receive(rank.fd, wire.MAX_MESSAGE)
+            if data is None:
+                self._died(rank)
+            return messages.decode(data)  # type: ignore[arg-type]  # not None: _died raised
+        except (plaindata.Untrusted, wire.Oversized) as exc:  # it ends the rank, nothing of it runs here
             rank.kill("it sent the host something other than plain data")
-            raise SimfsError(f"rank {rank.proc.rank} sent the host a message it does not load ({exc!r}): "
+            raise SimfsError(f"rank {rank.proc.rank} sent the host a message it does not load ({exc}): "
                              "rank code never runs in the host") from None
 
     def _load(self, rank: RankProcess, data: bytes) -> Any:
         try:
             return plaindata.load(data, records=True)
         except plaindata.Untrusted as exc:
-            raise SimfsError(f"rank {rank.proc.rank} returned an object that holds a {exc}: the host loads plain "
+            raise SimfsError(f"rank {rank.proc.rank} returned an object that holds {exc}: the host loads plain "
                              "data only (rank code never runs in the host); return plain data") from None
 
-    def _raised(self, parts: tuple[Any, ...]) -> BaseException:
-        pickled, type_name, text, trace, where = parts
+    def _raised(self, message: messages.Raised) -> BaseException:
         error: Any = None
-        if pickled is not None:
+        if message.error is not None:
             try:
-                error = plaindata.load(pickled, records=True)
-            except Exception:  # noqa: BLE001 - a class of the rank's own: described below
-                pass
+                error = plaindata.load(message.error, records=True)
+            except plaindata.Untrusted:
+                pass  # described below from its type's name and text
         if not isinstance(error, BaseException):
-            error = RankError(str(type_name), str(text))
-        error.simfs_traceback, error.simfs_where = str(trace), str(where)
+            error = RankError(message.type_name, message.text)
+        error.simfs_traceback, error.simfs_where = message.trace, message.where
         return error  # type: ignore[no-any-return]  # checked just above
 
     def _died(self, rank: RankProcess) -> None:

@@ -26,7 +26,7 @@ from ...errors import SimfsError
 from ...report import format_exception, user_frame, where_raised
 from ..process import Process
 from ..scheduler import TASKS, Task
-from . import wire
+from . import messages, wire
 from .nocuda import refuse_cuda
 from .outbox import Outbox
 from .remote import LOCAL, RemoteMachine, RemoteScheduler, RemoteSyscalls
@@ -53,10 +53,10 @@ class Link:
         """A request of the running thread; with it goes where rank code made it (for hangs and
         crashes in the report)."""
         tid = _tid()
-        self.tell(("call", tid, op, user_frame(sys._getframe(1)), *args))
+        self.tell(messages.call(tid, op, user_frame(sys._getframe(1)), args))
         return self.answer(tid)
 
-    def tell(self, message: tuple[Any, ...]) -> None:
+    def tell(self, message: bytes) -> None:
         """Send a message (one without an answer: a thread's last, after which the caller reads
         for the others until it hands the turn over). The host gone, the process ends at once:
         rank code that swallows every exception cannot outlive it."""
@@ -145,10 +145,10 @@ def main(fd: int, stacks_fd: int, outbox: Outbox, proc: Process, tid: int, job: 
         _reseed(proc)
         refuse_cuda()
         _become(link, proc, tid, outbox)
-        wire.send(fd, ("hello", confinement.landlock_abi, dict(confinement.confined), dict(confinement.unconfined)))
+        wire.send(fd, messages.encode(messages.Hello(confinement.landlock_abi, dict(confinement.confined),
+                                                     dict(confinement.unconfined))))
         link.answer(tid)  # the scheduler's first turn
-        kind, *outcome = _outcome(lambda: _main_thread(job, args, kwargs, proc))
-        wire.send(fd, (kind, tid, *outcome))
+        wire.send(fd, _outcome(tid, lambda: _main_thread(job, args, kwargs, proc)))
     except BaseException:  # noqa: BLE001 - a rank process never returns into the host's code
         traceback.print_exc()
         code = 70
@@ -190,11 +190,11 @@ def thread_main(link: Link, task: Task, fn: Callable[[], Any]) -> None:
         link.wait_turn(task.tid)
     except BaseException:  # noqa: BLE001 - the run ended before the thread's first turn
         return
-    kind, *outcome = _outcome(fn)
+    outcome = _outcome(task.tid, fn)
     task.state = "done"
     if task.finished.waiters:
         sched.notify_all(task.finished)
-    link.tell((kind, task.tid, *outcome))
+    link.tell(outcome)
     link.hand_over()
 
 
@@ -206,20 +206,25 @@ def _die_with(parent: int) -> None:
         os._exit(0)
 
 
-def _outcome(body: Callable[[], Any]) -> tuple[Any, ...]:
-    """("done", value) or ("raised", ...): what the host learns of how a thread of control ended."""
+def _outcome(tid: int, body: Callable[[], Any]) -> bytes:
+    """Done or Raised (messages.py): what the host learns of how thread ``tid`` ended."""
     try:
         value = body()
     except BaseException as exc:  # noqa: BLE001 - the rank's outcome, for the host's report
-        return ("raised", _pickled(exc), f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc),
-                format_exception(exc), where_raised(exc))
+        return messages.encode(messages.Raised(tid, _sendable(exc), _type_name(exc)[:256], messages.text(str(exc)),
+                                               messages.text(format_exception(exc)),
+                                               messages.text(where_raised(exc))))
     try:
-        return ("done", plaindata.dumps(value))
+        return messages.encode(messages.Done(tid, plaindata.dumps(value)))
     except Exception as exc:  # noqa: BLE001 - described to the host instead
-        return ("unsendable", f"{type(value).__module__}.{type(value).__qualname__}", str(exc))
+        return messages.encode(messages.Unsendable(tid, _type_name(value)[:256], messages.text(str(exc))))
 
 
-def _pickled(exc: BaseException) -> bytes | None:
+def _type_name(value: Any) -> str:
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
+def _sendable(exc: BaseException) -> bytes | None:
     try:
         return plaindata.dumps(exc)
     except Exception:  # noqa: BLE001 - the host describes it from its type, text and traceback

@@ -132,7 +132,8 @@ class RemoteMachine:
         return self.host.readable(path) or from_import_system()
 
     def note(self, op: str, path: str, outcome: str, rank: int = -1, node: int = -1) -> None:
-        self._ask("note", op, path, outcome, rank, node)
+        """A trace line: the host writes it in this rank's name."""
+        self._ask("note", op, path, outcome)
 
     def process_on(self, node: int, pid: int) -> int | None:
         """The pid when that process of the node is alive (the host's Process stays there)."""

@@ -78,8 +78,9 @@ class ProcessRequests:
         if queue is not None:
             self.sched.notify_all(queue)
 
-    def note(self, rank: RankProcess, op: str, path: str, outcome: str, rank_no: int, node: int) -> None:
-        self.machine.note(str(op), str(path), str(outcome), rank=int(rank_no), node=int(node))
+    def note(self, rank: RankProcess, op: str, path: str, outcome: str) -> None:
+        """A trace line in the rank's name (its rank and node are the channel's, never the body's)."""
+        self.machine.note(str(op), str(path), str(outcome), rank=rank.proc.rank, node=rank.proc.node)
 
     def alive(self, rank: RankProcess, pid: int) -> bool:
         return self.machine.process_on(rank.proc.node, int(pid)) is not None

@@ -1,30 +1,35 @@
-"""Messages between the host and a rank process over a Unix socket pair: length-prefixed
-pickles. What the host reads from a rank is untrusted: it is loaded as plain data only
-(simfs.plaindata.load), so nothing a rank sends can run code in the host. What a rank reads from
-the host is trusted and loaded as is."""
+"""Messages between the host and a rank process over a Unix socket pair: length-prefixed bytes.
+What the host reads from a rank is untrusted: typed messages and plain data (messages.py, no
+pickle), at most MAX_MESSAGE bytes, so nothing a rank sends can run code in the host or take its
+memory. What a rank reads from the host is trusted: the host's pickles."""
 
 from __future__ import annotations
 
-import pickle
 import struct
-from typing import Any
 
 from ... import _real
 
 _LENGTH = struct.Struct("!Q")
 _CHUNK = 1 << 16  # bytes a read(2) asks for beyond what the message needs (os.read allocates them)
+# the largest message a rank may send the host: object collectives (broadcast_object_list of a
+# state dict) and store values cross in one; tensors do not (outbox.py)
+MAX_MESSAGE = 1 << 30
 
 
-def send(fd: int, message: Any) -> None:
-    """Write one message (a whole pickle) to the socket ``fd``."""
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+class Oversized(ValueError):
+    """A message longer than the reader takes."""
+
+
+def send(fd: int, data: bytes) -> None:
+    """Write one message to the socket ``fd``."""
     view = memoryview(_LENGTH.pack(len(data)) + data)
     while view:
         view = view[_real.write(fd, view):]
 
 
-def receive(fd: int) -> bytes | None:
-    """The next message's bytes, or None when the other end is gone (closed, or its process died).
+def receive(fd: int, limit: int | None = None) -> bytes | None:
+    """The next message's bytes, or None when the other end is gone (closed, or its process died);
+    Oversized when it says it is longer than ``limit`` bytes (nothing of it is read).
     One read(2) usually brings a whole message (requests and answers alternate); what a read
     brings past it waits for the next call. A message larger than a read (a collective's tensors)
     is read into one buffer of its size, not grown a read at a time."""
@@ -34,7 +39,10 @@ def receive(fd: int) -> bytes | None:
         if not part:
             return None
         buffer = buffer + part if buffer else part
-    need = _LENGTH.size + _LENGTH.unpack_from(buffer)[0]
+    length = _LENGTH.unpack_from(buffer)[0]
+    if limit is not None and length > limit:
+        raise Oversized(f"a message of {length} bytes, more than the {limit} taken")
+    need = _LENGTH.size + length
     if len(buffer) >= need:
         if len(buffer) > need:
             _pending[fd] = buffer[need:]
