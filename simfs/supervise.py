@@ -102,7 +102,7 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         try:
             # before any thread starts: the kernel confines the calling thread and what it starts later;
             # the child writes only to descriptors it already holds (the pipe, the stacks file, stdout)
-            confinement = confine()
+            confinement = confine(kind="child")
             threading.Thread(target=_heartbeat, args=(beat,), daemon=True, name="simfs-heartbeat").start()
             result: tuple[str, Any] = ("value", fn(*args, **kwargs))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent

@@ -10,15 +10,18 @@ Layers, each doing what the one before cannot:
   (imports, libraries, the installation), nothing writable but the caller's ``writable`` paths
   and /dev/null; from ABI 4 no TCP bind or connect, from ABI 6 no abstract Unix socket or signal
   outside the domain. Its domain also forbids tracing processes outside it (ABI 1).
-- A seccomp filter for what Landlock does not see (see seccomp.py): changes of files' metadata,
-  io_uring, and socket(2) of every family, which fails with EACCES. That covers UDP, pathname and
-  abstract Unix sockets, netlink and packet sockets, on every kernel with seccomp filters (3.5+)
-  and without privileges. A network namespace
-  (``unshare(CLONE_NEWNET)``) was weighed and set aside: it needs root (or a user namespace, which
-  changes how files' owners are seen), costs ~0.7 ms to create here plus an asynchronous teardown
-  under a kernel-wide lock (the filter: ~0.5 ms to load, nothing measurable per allowed call), and it
-  still lets a process connect to the host's pathname Unix sockets (/run/docker.sock...), which
-  are looked up in the filesystem, not in the namespace.
+- A seccomp filter built from an allow-list of the kernel's system call table (seccomp.py,
+  policy.py) for what Landlock does not see: new sockets of every family (EACCES; that covers UDP,
+  pathname and abstract Unix sockets, netlink and packet sockets, on every kernel with seccomp
+  filters, 3.5+, and without privileges), io_uring, real files' metadata, other processes' limits,
+  priorities, affinity and memory, the kernel's keyrings, System V and POSIX IPC, locks on real
+  files, a terminal's input queue, namespaces and mounts, new process groups and sessions, and for
+  a rank process any new process. A network namespace (``unshare(CLONE_NEWNET)``) was weighed and
+  set aside: it needs root (or a user namespace, which changes how files' owners are seen), costs
+  ~0.7 ms to create here plus an asynchronous teardown under a kernel-wide lock (the filter: ~0.5 ms
+  to load, nothing measurable per allowed call), and it still lets a process connect to the host's
+  pathname Unix sockets (/run/docker.sock...), which are looked up in the filesystem, not in the
+  namespace.
 
 Only /dev/null is a writable device: programs open it to discard output (``os.devnull``,
 ``subprocess.DEVNULL``) and its writes change nothing. Every other device stays read-only: /dev/tty
@@ -60,11 +63,17 @@ ABSTRACT_UNIX = "abstract Unix sockets outside the confinement"
 SIGNALS = "signals to processes outside the confinement"
 METADATA = "changes of files' mode, owner, times and extended attributes"
 IO_URING = "io_uring"
+OTHER_PROCESSES = "other processes' resource limits, priorities, affinity, memory and descriptors"
+KERNEL_OBJECTS = "the kernel's keyrings, System V and POSIX IPC, locks on real files"
+TERMINAL = "a terminal's input queue, console and process group"
+NAMESPACES = "namespaces, mounts, new process groups and sessions"
+NEW_PROCESSES = "new processes (a rank process starts threads only)"
 _COVERAGE: dict[str, tuple[int | None, bool]] = {
-    WRITES: (1, False), TRACING: (1, False), TRUNCATE: (landlock.TRUNCATE_ABI, False),
+    WRITES: (1, False), TRACING: (1, True), TRUNCATE: (landlock.TRUNCATE_ABI, False),
     TCP: (landlock.NET_ABI, True), DEVICE_IOCTL: (landlock.IOCTL_DEV_ABI, False),
     ABSTRACT_UNIX: (landlock.SCOPE_ABI, True), SIGNALS: (landlock.SCOPE_ABI, False),
-    SOCKETS: (None, True), METADATA: (None, True), IO_URING: (None, True),
+    SOCKETS: (None, True), METADATA: (None, True), IO_URING: (None, True), OTHER_PROCESSES: (None, True),
+    KERNEL_OBJECTS: (None, True), TERMINAL: (None, True), NAMESPACES: (None, True),
 }
 PRIVILEGES = "privileged operations (capabilities)"
 
@@ -87,13 +96,16 @@ class Confinement:
         return "\n".join(lines + [f"NOT confined: {what} ({why})" for what, why in self.unconfined.items()])
 
 
-def confine(writable: Iterable[str] = ()) -> Confinement:
+def confine(writable: Iterable[str] = (), kind: str = "rank") -> Confinement:
     """Confine the calling process, which must have one thread (the kernel confines the calling
     thread and the threads and processes it starts later), for good: ``writable`` paths stay
-    writable (their data, not their metadata). Raises OSError when the kernel refuses a step it
-    offers, so a process is never left half confined without saying so."""
+    writable (their data, not their metadata). ``kind``: the system call policy, "rank" (a rank
+    process: threads but no new process) or "child" (simfs.isolated's child, which forks rank
+    processes). Raises OSError when the kernel refuses a step it offers, so a process is never
+    left half confined without saying so."""
+    coverage = _COVERAGE if kind == "child" else {**_COVERAGE, NEW_PROCESSES: (None, True)}
     if sys.platform != "linux":
-        return Confinement(0, {}, dict.fromkeys([PRIVILEGES, *_COVERAGE], f"Linux only; this is {sys.platform}"))
+        return Confinement(0, {}, dict.fromkeys([PRIVILEGES, *coverage], f"Linux only; this is {sys.platform}"))
     threads = len(os.listdir("/proc/self/task"))
     if threads != 1:
         raise RuntimeError(f"confine: the process has {threads} threads, the kernel would confine only the "
@@ -108,10 +120,10 @@ def confine(writable: Iterable[str] = ()) -> Confinement:
     version = landlock.abi()
     if version:
         landlock.restrict(version, writable, SINKS)
-    no_filter = _filter()
+    no_filter = _filter(kind)
     have = f"Landlock ABI {version}" if version else "no Landlock"
     unconfined: dict[str, str] = {}
-    for what, (since, by_filter) in _COVERAGE.items():
+    for what, (since, by_filter) in coverage.items():
         how = []
         if since is not None and version >= since:
             how.append(have)
@@ -132,15 +144,16 @@ def prepare() -> None:
     if sys.platform == "linux":
         landlock.abi()
         if seccomp.available():
-            seccomp.compiled()
+            seccomp.compiled("rank")
+            seccomp.compiled("child")
 
 
-def _filter() -> str:
+def _filter(kind: str) -> str:
     """Install the seccomp filter; why not, or "" when it is installed."""
     if not seccomp.available():
         return f"no seccomp filter for {kernel.MACHINE}"
     try:
-        seccomp.install()
+        seccomp.install(kind)
     except OSError as exc:
         if exc.errno != errno.EINVAL:
             raise

@@ -138,8 +138,8 @@ def test_a_collectives_tensors_do_not_cross_the_hosts_socket(monkeypatch: pytest
     largest = [0]
     receive = wire.receive
 
-    def measured(fd: int) -> bytes | None:
-        data = receive(fd)
+    def measured(fd: int, limit: int | None = None) -> bytes | None:
+        data = receive(fd, limit)
         largest[0] = max(largest[0], len(data or b""))
         return data
 
