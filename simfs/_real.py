@@ -6,6 +6,7 @@ import _thread
 import builtins
 import io
 import os
+import select as _select
 import time
 
 stat = os.stat
@@ -30,6 +31,8 @@ ftruncate = os.ftruncate
 memfd_create = os.memfd_create
 kill = os.kill
 waitpid = os.waitpid
+waitid = os.waitid
+select = _select.select
 builtin_open = builtins.open
 io_open = io.open
 FileIO = io.FileIO

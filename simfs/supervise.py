@@ -21,9 +21,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from . import _real, checks, plaindata
-from .confinement import Confinement, announce, confine
+from . import _real, checks, plaindata, relay
+from .confinement import Confinement, announce, confine, descriptors, kernel
 from .errors import SimfsError
+from .relay import Relay
 
 _BEAT = struct.Struct("d")
 _in_child = [False]  # this process is an isolated child (what it starts inherits it)
@@ -61,17 +62,24 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwarg
     _BEAT.pack_into(beat, 0, _real.monotonic())
     with tempfile.TemporaryFile() as stacks:
         read_end, write_end = os.pipe()
+        (out, out_w), (err, err_w) = relay.pipe(), relay.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            os.close(read_end)
-            _child(fn, args, kwargs, beat, stacks.fileno(), write_end)
-        os.close(write_end)
+            _child(fn, args, kwargs, beat, stacks.fileno(), write_end, (out_w, err_w), parent)
+        for fd in (write_end, out_w, err_w):
+            os.close(fd)
+        _own_group(pid)
+        console = Relay()
+        console.add(out, "stdout")
+        console.add(err, "stderr")
         try:
-            payload = _supervise(pid, read_end, beat, stacks, watchdog)
+            payload = _supervise(pid, read_end, beat, stacks, watchdog, console)
         finally:
             os.close(read_end)
+            console.finish(_GRACE)
             beat.close()
     try:
         kind, value, confinement = plaindata.load(payload, records=True)
@@ -91,12 +99,26 @@ def in_isolated_child() -> bool:
     return _in_child[0]
 
 
+def _own_group(pid: int) -> None:
+    """Make ``pid`` lead a process group of its own (both parent and child ask, so that it holds
+    whichever runs first): the supervisor kills that group, the child and all it started."""
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the child did it already and confined itself (EACCES or EPERM), or it is gone (ESRCH)
+
+
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], beat: mmap.mmap,
-           stacks_fd: int, out: int) -> None:
+           stacks_fd: int, out: int, console: tuple[int, int], parent: int) -> None:
     _in_child[0] = True
     code = 0
     confinement: Confinement | None = None
     try:
+        _own_group(0)
+        kernel.prctl(kernel.PR_SET_PDEATHSIG, signal.SIGKILL)  # the caller gone, the child goes too
+        if os.getppid() != parent:
+            os._exit(0)
+        descriptors.keep_only((out, stacks_fd), *console)
         faulthandler.register(_STACKS, file=os.fdopen(os.dup(stacks_fd), "w"), all_threads=True)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
@@ -144,13 +166,15 @@ def _heartbeat(beat: mmap.mmap) -> None:
         _real.sleep(0.1)
 
 
-def _supervise(pid: int, fd: int, beat: mmap.mmap, stacks: Any, watchdog: float) -> bytes:
+def _supervise(pid: int, fd: int, beat: mmap.mmap, stacks: Any, watchdog: float, console: Relay) -> bytes:
     chunks: list[bytes] = []
     started = _real.monotonic()
     try:
         while True:
-            ready, _, _ = select.select([fd], [], [], 0.1)
-            if ready:
+            ready, _, _ = select.select([fd, *console.fds], [], [], 0.1)
+            for output in ready:
+                console.pump(output)
+            if fd in ready:
                 data = os.read(fd, 1 << 20)
                 if not data:
                     break
@@ -163,7 +187,7 @@ def _supervise(pid: int, fd: int, beat: mmap.mmap, stacks: Any, watchdog: float)
                               "a rank holds the GIL in C code, or simfs itself hangs; its threads were:",
                               _stacks_of(pid, stacks))
     except KeyboardInterrupt:
-        interrupted = _after_interrupt(pid, fd)  # the child was interrupted too: its partial result
+        interrupted = _after_interrupt(pid, fd, console)  # the child was interrupted too: its partial result
         _kill(pid)
         if interrupted is not None:
             return interrupted
@@ -171,13 +195,13 @@ def _supervise(pid: int, fd: int, beat: mmap.mmap, stacks: Any, watchdog: float)
     except BaseException:
         _kill(pid)
         raise
-    _, status = os.waitpid(pid, 0)
+    _, status = _end(pid)
     if not chunks:
         raise ChildFailed(f"the isolated child died without a result (wait status {status})")
     return b"".join(chunks)
 
 
-def _after_interrupt(pid: int, fd: int) -> bytes | None:
+def _after_interrupt(pid: int, fd: int, console: Relay) -> bytes | None:
     """Ctrl-C: the child stops its ranks and sends what it has (a simfs.Interrupted carrying the
     partial result), or is killed after a grace period."""
     try:
@@ -187,8 +211,10 @@ def _after_interrupt(pid: int, fd: int) -> bytes | None:
     chunks: list[bytes] = []
     deadline = _real.monotonic() + 5.0
     while _real.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.1)
-        if ready:
+        ready, _, _ = select.select([fd, *console.fds], [], [], 0.1)
+        for output in ready:
+            console.pump(output)
+        if fd in ready:
             data = os.read(fd, 1 << 20)
             if not data:
                 return b"".join(chunks) or None
@@ -234,10 +260,21 @@ def ask_for_stacks(pid: int, signum: int, fd: int, grace: float = _GRACE) -> boo
     return True
 
 
+def _end(pid: int) -> tuple[int, int]:
+    """Wait for the child to exit, kill what it started (its process group, while the child's
+    unreaped pid still names it), then reap the child: its pid and wait status."""
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return os.waitpid(pid, 0)
+
+
 def _kill(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        _end(pid)
     except (ProcessLookupError, ChildProcessError):
         pass
 

@@ -65,7 +65,8 @@ CLONE_THREAD = 0x00010000
 # (TIOCSTI pushes input the user's shell then runs), and include/uapi/asm-generic/fcntl.h: locks
 # and leases on real files, signals on a file's I/O to another process
 TERMINAL_IOCTLS = (0x5412, 0x541C, 0x541D, 0x540E, 0x5410, 0x5423, 0x5414, 0x5437, 0x40045436)
-FILE_LOCKS_AND_OWNERS = (6, 7, 37, 38, 1024, 8, 15, 10)  # F_SETLK(W), F_OFD_SETLK(W), F_SETLEASE, F_SETOWN(_EX), F_SETSIG
+# F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE, F_SETOWN, F_SETOWN_EX, F_SETSIG
+FILE_LOCKS_AND_OWNERS = (6, 7, 37, 38, 1024, 8, 15, 10)
 PRIO_USER, IOPRIO_WHO_USER = 2, 3
 
 _ALLOWED = (

@@ -1,9 +1,10 @@
-"""The host's handle on one rank process: its pid, its socket, the memfd its faulthandler writes
-to, its wait queues and pending signals; killing it as the host's own call, reaping it, reading
-its stacks."""
+"""The host's handle on one rank process: its pid (and a pidfd, which says when it ended), its
+socket, the read ends of its stdout and stderr, the memfd its faulthandler writes to, its wait
+queues and pending signals; killing it as the host's own call, reaping it, reading its stacks."""
 
 from __future__ import annotations
 
+import os
 import signal
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,8 @@ class RankProcess:
     pid: int
     fd: int
     stacks: int
+    outputs: tuple[int, int]  # the read ends of its stdout and stderr
+    pidfd: int | None  # None: pidfd_open(2) is not in this kernel (before Linux 5.3)
     queues: dict[int, WaitQueue] = field(default_factory=dict)  # the rank's wait queues, by its key
     signals: list[int] = field(default_factory=list)  # for its handlers, with its main thread's next answer
     killed: str = ""  # why the host killed it (empty: it was not)
@@ -51,7 +54,27 @@ class RankProcess:
             return 0
         _, status = _real.waitpid(self.pid, 0)
         self.reaped = True
+        if self.pidfd is not None:
+            _real.close(self.pidfd)
+            self.pidfd = None
         return status
+
+    def ends_within(self, seconds: float) -> bool:
+        """Whether the process ends (or has ended) within ``seconds``; it is not reaped."""
+        if self.reaped:
+            return True
+        if self.pidfd is not None:
+            return bool(_real.select([self.pidfd], [], [], seconds)[0])
+        deadline = _real.monotonic() + seconds
+        while True:
+            try:
+                if _real.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    return True
+            except ChildProcessError:
+                return True
+            if _real.monotonic() >= deadline:
+                return False
+            _real.sleep(0.01)
 
     def stacks_text(self) -> str:
         """What faulthandler wrote: the fatal signal's native and Python stacks, or the threads'

@@ -14,10 +14,11 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ... import _real, plaindata
+from ... import _real, plaindata, relay
 from ...confinement import Confinement
 from ...confinement.confine import prepare as prepare_confinement
 from ...errors import OutsideSimulation, RankDied, RankError, SimfsError
+from ...relay import Relay
 from ...supervise import ask_for_stacks
 from ..kvstore import Stores
 from ..machine import ReadOnRank
@@ -57,6 +58,17 @@ def preload() -> None:
         importlib.import_module("simfs.c10d.install").prepare()
     prepare_confinement()
 
+_GRACE = 1.0  # real seconds a rank process whose socket ended gets to end too; the pipes after the run
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when process ``pid`` ends (pidfd_open(2), Linux 5.3+)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 class _Exited(Exception):
     """The rank process exited with status 0 without a word (exit(3) from C code)."""
 
@@ -77,6 +89,7 @@ class ProcessCarrier:
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
         self.stores = Stores(sched, world.latency, lambda node: node not in machine.crashed_nodes)
         self.outboxes = Outboxes.create(len(world.world.ranks))  # the ranks' collectives' tensors
+        self.relay = Relay()  # what the rank processes write to their stdout and stderr
         dist = DistRequests(world, self.stores, lambda rank: self.ranks[rank].proc.node)
         for op, serve in dist.handlers().items():
             self._handlers[op] = lambda rank, *args, serve=serve: serve(rank.proc.rank, *args)
@@ -88,16 +101,20 @@ class ProcessCarrier:
         body of its proxy task."""
         host_end, rank_end = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
         stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")
+        (out, out_w), (err, err_w) = relay.pipe(), relay.pipe()
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         host = os.getpid()
         pid = os.fork()
         if pid == 0:
             _real.close(host_end)
-            rank_side.main(rank_end, stacks, self.outboxes.of_rank(proc.rank), proc, self.sched.next_tid, job, args,
-                           kwargs, parent=host)
-        _real.close(rank_end)
-        rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks)
+            rank_side.main(rank_end, stacks, (out_w, err_w), self.outboxes.of_rank(proc.rank), proc,
+                           self.sched.next_tid, job, args, kwargs, parent=host)
+        for fd in (rank_end, out_w, err_w):
+            _real.close(fd)
+        rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks, (out, err), _pidfd(pid))
+        self.relay.add(out, "stdout")
+        self.relay.add(err, "stderr")
         for signum, handler in list(proc.signal_handlers.items()):
             if callable(handler):  # Python's own (SIGINT's default_int_handler) runs in the rank too
                 proc.signal_handlers[signum] = Forward(rank)
@@ -167,7 +184,25 @@ class ProcessCarrier:
         except (BrokenPipeError, ConnectionResetError):
             self._died(rank)
 
+    def _wait(self, rank: RankProcess) -> None:
+        """Until the rank's next message arrives, or its process ends, show what it writes."""
+        if wire.buffered(rank.fd):
+            return
+        watched = [rank.fd, *(fd for fd in rank.outputs if fd in self.relay.fds)]
+        if rank.pidfd is not None:
+            watched.append(rank.pidfd)
+        while True:
+            ready, _, _ = _real.select(watched, [], [])
+            for fd in rank.outputs:
+                if fd in ready:
+                    self.relay.pump(fd)
+                    if fd not in self.relay.fds:
+                        watched.remove(fd)
+            if rank.fd in ready or rank.pidfd in ready:
+                return
+
     def _receive(self, rank: RankProcess) -> messages.FromRank:
+        self._wait(rank)
         try:
             data = wire.receive(rank.fd, wire.MAX_MESSAGE)
             if data is None:
@@ -198,7 +233,11 @@ class ProcessCarrier:
         return error  # type: ignore[no-any-return]  # checked just above
 
     def _died(self, rank: RankProcess) -> None:
-        """The rank's process is gone without saying how it ended: raise what happened to it."""
+        """The rank's socket ended without a word: its process died (raise what happened to it),
+        or it cut its end (closed it, or ran another program), and is killed: nothing of it runs
+        unseen."""
+        if not rank.ends_within(_GRACE):
+            rank.kill("it closed its channel to the host (it closed the descriptor, or ran another program)")
         status = rank.reap()
         stacks = rank.stacks_text()
         if rank.killed:
@@ -244,4 +283,5 @@ class ProcessCarrier:
             wire.forget(rank.fd)
             _real.close(rank.fd)
             _real.close(rank.stacks)
+        self.relay.finish(_GRACE)  # what they wrote last: the pipes end with them
         self.outboxes.close()

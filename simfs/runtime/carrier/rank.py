@@ -20,7 +20,7 @@ from greenlet import getcurrent
 from ... import _real, plaindata
 from ..._intercept import audit
 from ...choices import derive_seed
-from ...confinement import confine, kernel
+from ...confinement import confine, descriptors, kernel
 from ...confinement.confine import WRITES
 from ...errors import SimfsError
 from ...report import format_exception, user_frame, where_raised
@@ -125,13 +125,14 @@ class Dispositions(dict[int, Any]):
         self._link.ask("disposition", int(signum), kind)
 
 
-def main(fd: int, stacks_fd: int, outbox: Outbox, proc: Process, tid: int, job: Callable[..., Any],
-         args: tuple[Any, ...], kwargs: dict[str, Any], parent: int) -> None:
-    """The rank process from fork to exit (``outbox``: its collectives' tensors, outbox.py)."""
+def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, proc: Process, tid: int,
+         job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], parent: int) -> None:
+    """The rank process from fork to exit (``console``: the write ends of its stdout and stderr
+    pipes, which the host shows; ``outbox``: its collectives' tensors, outbox.py)."""
     code = 0
     try:
         _die_with(parent)
-        _shed_host_descriptors(keep=(0, 1, 2, fd, stacks_fd, *outbox.descriptors))
+        descriptors.keep_only((fd, stacks_fd, *outbox.descriptors), *console)
         wire.forget()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's: it ends the ranks
         stacks = os.fdopen(stacks_fd, "w")
@@ -229,21 +230,6 @@ def _sendable(exc: BaseException) -> bytes | None:
         return plaindata.dumps(exc)
     except Exception:  # noqa: BLE001 - the host describes it from its type, text and traceback
         return None
-
-
-def _shed_host_descriptors(keep: tuple[int, ...]) -> None:
-    """Every descriptor inherited from the host but ``keep`` now reads and writes /dev/null: rank
-    code cannot reach the host's files, sockets or pipes through them, and objects that still name
-    them close a harmless descriptor later."""
-    null = _real.open(os.devnull, os.O_RDWR)
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd not in keep and fd != null:
-            try:
-                os.dup2(null, fd)
-            except OSError:
-                pass  # the descriptor listdir itself used, already closed
-    _real.close(null)
 
 
 def _become(link: Link, proc: Process, tid: int, outbox: Outbox) -> None:

@@ -72,6 +72,11 @@ def _read(fd: int, size: int) -> bytes:
 _pending: dict[int, bytes] = {}  # descriptor -> bytes read past the last message
 
 
+def buffered(fd: int) -> bool:
+    """Whether bytes of ``fd``'s next message were read already (waiting for ``fd`` would not see them)."""
+    return fd in _pending
+
+
 def forget(fd: int | None = None) -> None:
     """Drop what was read past the last message on ``fd`` (every descriptor: None), as the
     descriptor closes (or, in a new rank process, the host's were never its own)."""

@@ -1,0 +1,29 @@
+"""What a confined process keeps of the descriptors it inherited: its console (0-2) made its own
+(stdin /dev/null, stdout and stderr the pipes its parent reads, simfs/relay.py) and the few it was
+given; every other inherited descriptor (the caller's files, sockets, pipes, a worker pool's
+result pipe, a terminal) is replaced by /dev/null, so code in the process cannot reach them and
+objects that still name them close a harmless descriptor later."""
+
+from __future__ import annotations
+
+import os
+
+from .. import _real
+
+
+def keep_only(keep: tuple[int, ...], stdout: int, stderr: int) -> None:
+    """Make 0 /dev/null, 1 ``stdout`` and 2 ``stderr`` (pipe write ends, closed here after), and
+    every other descriptor but ``keep`` /dev/null."""
+    null = _real.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(stdout, 1)
+    os.dup2(stderr, 2)
+    kept = {0, 1, 2, null, *keep}
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in kept:
+            try:
+                os.dup2(null, fd)
+            except OSError:
+                pass  # the descriptor listdir itself used, already closed
+    _real.close(null)
