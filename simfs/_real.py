@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _thread
 import builtins
+import fcntl as _fcntl
 import io
 import os
 import select as _select
@@ -33,6 +34,7 @@ kill = os.kill
 waitpid = os.waitpid
 waitid = os.waitid
 select = _select.select
+fcntl = _fcntl.fcntl
 builtin_open = builtins.open
 io_open = io.open
 FileIO = io.FileIO

@@ -38,7 +38,7 @@ def test_a_post_reads_back_exactly_until_its_groups_collective_after_next(
     next post, from another rank's side."""
     boxes = Outboxes.create(2)
     try:
-        mine, theirs = boxes.of_rank(0), boxes.of_rank(1)
+        mine, theirs = boxes.view(0), boxes.view(1)
         # group -> [(places, tensors)] of its last two posts
         last: dict[str, list[tuple[list[Place], list[torch.Tensor]]]] = {}
         for n, (group, shapes, failed) in enumerate(steps):
@@ -58,7 +58,7 @@ def test_a_post_reads_back_exactly_until_its_groups_collective_after_next(
 def test_given_up_slots_are_never_written_again() -> None:
     boxes = Outboxes.create(1)
     try:
-        box = boxes.of_rank(0)
+        box = boxes.view(0)
         first = box.post("g", [torch.ones(10)])
         box.give_up("g")
         box.post("g", [torch.zeros(10)])
@@ -71,12 +71,12 @@ def test_given_up_slots_are_never_written_again() -> None:
 def test_tensors_of_one_dtype_and_shape_are_read_as_rows_that_stack_without_a_copy() -> None:
     boxes = Outboxes.create(3)
     try:
-        places = [boxes.of_rank(r).post("g", [torch.full((2, 3), float(r))])[0] for r in range(3)]
-        rows = boxes.of_rank(0).read(places)
+        places = [boxes.view(r).post("g", [torch.full((2, 3), float(r))])[0] for r in range(3)]
+        rows = boxes.view(0).read(places)
         stacked = stack(rows)
         assert stacked.data_ptr() == rows[0].data_ptr()  # no copy
         assert torch.equal(stacked, torch.stack([torch.full((2, 3), float(r)) for r in range(3)]))
-        mixed = boxes.of_rank(0).read([places[0], boxes.of_rank(1).post("h", [torch.ones(4)])[0]])
+        mixed = boxes.view(0).read([places[0], boxes.view(1).post("h", [torch.ones(4)])[0]])
         assert torch.equal(mixed[0], torch.zeros(2, 3)) and torch.equal(mixed[1], torch.ones(4))
     finally:
         boxes.close()

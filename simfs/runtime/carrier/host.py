@@ -134,6 +134,9 @@ class ProcessCarrier:
         task = self.sched.current
         assert task is not None  # a proxy runs as a task
         answer: tuple[str, Any] = ("go", None)
+        unsealed = self.outboxes.seal()  # every rank is forked: before any runs
+        if unsealed:
+            self.machine.note("outbox", "", unsealed)
         try:
             if task.is_main:
                 self._greeted(rank)

@@ -4,6 +4,13 @@ the other ranks only where they lie; each rank reads its peers' straight from th
 A 1 MiB all-reduce of 4 ranks then moves 5 MiB of copies instead of 16 MiB of pickles through
 sockets, and the host never holds a byte of a rank's data.
 
+Only its owner writes an outbox: the host maps each one writable before forking (a rank keeps
+its own mapping and drops the others'), then seals every outbox before any rank runs
+(F_SEAL_FUTURE_WRITE, Linux 5.1+: no write(2) and no new writable mapping through any descriptor,
+so a peer that reopens its read-only descriptor through /proc/self/fd for writing gets nothing it
+can write with; F_SEAL_GROW and F_SEAL_SHRINK: no truncation under the owner). So an outbox has a
+fixed size, CAPACITY bytes of a sparse file: only what is written takes memory.
+
 A rank keeps two slots per process group and uses them by turns (the parity of the group's call
 count). Reusing a slot is safe: a rank writes collective k's tensors over collective k-2's only
 after collective k-1 of the same group completed, that is after every member arrived there, and
@@ -13,6 +20,8 @@ leave a member that never read: that group's slots are then given up, never writ
 
 from __future__ import annotations
 
+import fcntl
+import mmap
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -21,28 +30,67 @@ from ... import _real
 from ..._intercept.registry import host_calls
 
 _MIN_SLOT = 1 << 16  # bytes: small tensors share one page run per slot instead of growing it often
+CAPACITY = 1 << 34  # bytes of one outbox (16 GiB, sparse): a rank's slots of every group it uses
+# include/uapi/linux/fcntl.h (Python's fcntl module names all but the first)
+F_SEAL_FUTURE_WRITE = 0x0010
+_SEALS = F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
 
 
-@dataclass(frozen=True)
+@dataclass
 class Outboxes:
-    """The host's memfds for one run: ``writable[r]`` is rank r's outbox, ``readable[r]`` a read-only
-    descriptor of the same file (open(2) of /proc/self/fd, O_RDONLY), which every other rank gets."""
+    """The host's memfds for one run: ``maps[r]``, rank r's outbox mapped writable (until the ranks
+    are forked), ``writable[r]`` its descriptor (until it is sealed), ``readable[r]`` a read-only
+    descriptor of the same file (open(2) of /proc/self/fd, O_RDONLY), which every rank gets."""
 
-    writable: tuple[int, ...]
+    maps: list[mmap.mmap]
+    writable: list[int]
     readable: tuple[int, ...]
+    sealed: bool = False
 
     @classmethod
     def create(cls, world_size: int) -> Outboxes:
-        writable = tuple(_real.memfd_create(f"simfs-rank{r}-outbox", os.MFD_CLOEXEC) for r in range(world_size))
+        writable = [_real.memfd_create(f"simfs-rank{r}-outbox", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+                    for r in range(world_size)]
+        for fd in writable:
+            _real.ftruncate(fd, CAPACITY)
+        maps = [mmap.mmap(fd, CAPACITY, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) for fd in writable]
         readable = tuple(_real.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC) for fd in writable)
-        return cls(writable, readable)
+        return cls(maps, writable, readable)
 
     def of_rank(self, rank: int) -> Outbox:
-        """What rank ``rank``'s process keeps: its own outbox to write, the others' to read."""
-        return Outbox(rank, self.writable[rank], dict(enumerate(self.readable)))
+        """In rank ``rank``'s new process: its own outbox to write (the mapping; the others' are
+        dropped), every outbox to read."""
+        for other, mapped in enumerate(self.maps):
+            if other != rank:
+                mapped.close()
+        return self.view(rank)
+
+    def view(self, rank: int) -> Outbox:
+        """Rank ``rank``'s side, the other mappings left as they are (the host's own tests of it)."""
+        return Outbox(rank, self.maps[rank], dict(enumerate(self.readable)))
+
+    def seal(self) -> str:
+        """Once every rank is forked, before any runs: the outboxes only their owners' mappings
+        write. Returns why not, or "" once sealed (a kernel before 5.1 has no F_SEAL_FUTURE_WRITE)."""
+        if self.sealed:
+            return ""
+        self.sealed = True
+        why = ""
+        for fd in self.writable:
+            try:
+                with host_calls():  # Python audits it as fcntl.fcntl, which rank code may not call on a real file
+                    _real.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+            except OSError as exc:
+                why = f"outboxes not sealed ({os.strerror(exc.errno or 0)}): a rank may write its peers'"
+            _real.close(fd)
+        for mapped in self.maps:
+            mapped.close()
+        self.writable.clear()
+        return why
 
     def close(self) -> None:
-        for fd in (*self.writable, *self.readable):
+        self.seal()
+        for fd in self.readable:
             _real.close(fd)
 
 
@@ -53,9 +101,9 @@ Place = tuple[str, list[int], int, int, int]
 class Outbox:
     """One rank process's side: it posts its tensors and reads anyone's."""
 
-    def __init__(self, rank: int, own: int, readable: dict[int, int]) -> None:
+    def __init__(self, rank: int, own: mmap.mmap, readable: dict[int, int]) -> None:
         self.rank = rank
-        self.descriptors = (own, *readable.values())  # kept open in the rank process
+        self.descriptors = tuple(readable.values())  # kept open in the rank process
         self._own = own
         self._readable = readable
         self._calls: dict[str, int] = {}  # group -> collectives posted so far
@@ -74,7 +122,7 @@ class Outbox:
         for tensor, flat in zip(tensors, flats):
             size = flat.numel()
             if size:
-                _write(self._own, flat.numpy().data, offset)
+                self._own[offset:offset + size] = flat.numpy().data
             places.append((str(tensor.dtype).removeprefix("torch."), list(tensor.shape), self.rank, offset, size))
             offset += size
         return places
@@ -119,14 +167,9 @@ class Outbox:
         offset, capacity = self._slots.get(key, (0, 0))
         if size > capacity:
             capacity = max(size, 2 * capacity, _MIN_SLOT)
+            if self._end + capacity > CAPACITY:
+                raise OSError(f"simfs: rank {self.rank}'s collectives need more than its outbox's {CAPACITY >> 30} "
+                              f"GiB ({self._end + capacity} bytes); collectives this large are not simulated")
             offset, self._end = self._end, self._end + capacity
-            with host_calls():  # Python audits it as os.truncate, which rank code may not do to a real file
-                _real.ftruncate(self._own, self._end)
             self._slots[key] = (offset, capacity)
         return offset
-
-
-def _write(fd: int, data: memoryview, offset: int) -> None:
-    written = 0
-    while written < len(data):
-        written += _real.pwritev(fd, [data[written:]], offset + written)
