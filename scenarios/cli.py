@@ -22,7 +22,7 @@ from .exitcodes import EXIT_INTERRUPTED, EXIT_STALLED, EXIT_UNEXPECTED, EXIT_USA
 from .mix import fault_kinds
 from .outcome import SCHEMA, Report, ScenarioOutcome
 from .reporting._common import replay_command
-from .runner import Task, load_callable, load_profile, run_tasks, shard
+from .runner import Task, check_specs, load_callable, load_profile, run_tasks, shard
 
 
 def _version() -> str:
@@ -61,7 +61,7 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
     if jobs:
         if len(jobs) != len(args.names):
             raise ValueError("give either scenario names or one job ('module:function'), not both")
-        load_callable(jobs[0])  # a bad spec is a usage error now, not a failed search later
+        check_specs([jobs[0], *(spec for spec in (args.recover, args.check) if spec)])  # a usage error now
         fault_kinds(args.faults.split(","))
         profile = args.profile or "nfs"
         simfs.profiles.get(load_profile(profile))

@@ -62,13 +62,54 @@ class Task:
         return examples * (7 if carrier == "process" else 1)
 
 
-def load_callable(spec: str) -> Callable[..., Any]:
-    """'package.module:function' or 'path/to/file.py:function' (the current directory is importable)."""
+def _target(spec: str) -> str:
     target, sep, name = spec.rpartition(":")
     if not sep or not target or not name:
         raise ValueError(f"job {spec!r} must look like 'module:function' or 'file.py:function'")
+    return target
+
+
+def _cwd_importable() -> None:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+
+
+def readable_for(specs: list[str]) -> tuple[str, ...]:
+    """Where the jobs ``specs`` name lie, found without running any of their code: what a confined
+    child that imports them must read (simfs.confinement.readable: the import path is readable as
+    it was before, the current directory only where a job lies there)."""
+    _cwd_importable()
+    out = []
+    for spec in specs:
+        target = _target(spec)
+        if target.endswith(".py"):
+            out.append(os.path.dirname(os.path.abspath(target)))
+            continue
+        found = importlib.util.find_spec(target.partition(".")[0])  # a top-level name: found, not run
+        if found is not None and found.submodule_search_locations:
+            out.extend(found.submodule_search_locations)
+        elif found is not None and found.origin and os.path.isabs(found.origin):
+            out.append(os.path.dirname(found.origin))
+    return tuple(out)
+
+
+def check_specs(specs: list[str]) -> None:
+    """Import each job of ``specs`` in a confined child (simfs.isolated): ValueError naming the
+    first that is not a function. Importing a job's module runs its code, never unconfined here."""
+    simfs.isolated(_load_all, specs, readable=readable_for(specs))
+
+
+def _load_all(specs: list[str]) -> None:
+    for spec in specs:
+        load_callable(spec)
+
+
+def load_callable(spec: str) -> Callable[..., Any]:
+    """'package.module:function' or 'path/to/file.py:function' (the current directory is
+    importable). This runs the module's code: call it where rank code may run (a confined child)."""
+    target = _target(spec)
+    name = spec.rpartition(":")[2]
+    _cwd_importable()
     if target.endswith(".py"):
         if not os.path.isfile(target):
             raise ValueError(f"job file {target!r} does not exist")
@@ -98,7 +139,7 @@ def load_profile(spec: str) -> str | simfs.Profile:
     return simfs.Profile.load(spec)
 
 
-def _search(task: Task) -> ScenarioOutcome:
+def _search(task: Task, profile: str | simfs.Profile) -> ScenarioOutcome:
     from .explore import explore
     from .registry import get
 
@@ -118,7 +159,7 @@ def _search(task: Task) -> ScenarioOutcome:
         nodes, rpn = task.nodes or sc.nodes, task.ranks_per_node or sc.ranks_per_node
         family, expected = sc.family, sc.expect.get(task.profile, _PASS)
     finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn,
-                      profile=load_profile(task.profile),
+                      profile=profile,
                       faults=faults, crashes=crashes, max_examples=examples, seed=task.seed, carrier=carrier,
                       isolate=False)  # (run_task already runs this in simfs.isolated's child)
     return ScenarioOutcome(
@@ -140,7 +181,9 @@ def run_task(task: Task) -> ScenarioOutcome:
         if task.budget()[1] == "process":
             preload()  # what rank processes start with (torch._dynamo...): here, once, not in each child
         _read_local_constants()
-        outcome: ScenarioOutcome = simfs.isolated(_search, task, watchdog=task.watchdog)
+        specs = [spec for spec in (task.scenario, task.recover, task.check) if spec] if task.is_job else []
+        outcome: ScenarioOutcome = simfs.isolated(_search, task, load_profile(task.profile), watchdog=task.watchdog,
+                                                  readable=readable_for(specs))
         return outcome
     except (simfs.Stalled, simfs.SimfsError, ValueError, TypeError, ImportError, OSError) as exc:
         return ScenarioOutcome(scenario=task.scenario, profile=task.profile, family="", expected="pass",

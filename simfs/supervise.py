@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _real, checks, plaindata, relay
@@ -49,14 +49,16 @@ class ChildFailed(SimfsError):
     """The isolated child raised something that cannot cross the process boundary, or died."""
 
 
-def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwargs: Any) -> Any:
+def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, readable: Iterable[str] = (),
+             **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` in a forked child confined by the kernel: its return value, or its
     exception raised here, as plain data and simfs's records (simfs.plaindata: what the child
     made runs no code here; a value of another class arrives as a Foreign naming it, an exception
     of another class as a RankError, or a ChildFailed with its traceback when ``fn`` raised it).
     Raises Stalled if the child makes no progress for ``watchdog`` real seconds; Ctrl-C stops the
     child and raises KeyboardInterrupt. Warns once (ConfinementWarning) when the kernel cannot
-    refuse everything."""
+    refuse everything. The child reads only what simfs.confinement.readable lists, and what lies
+    beneath ``readable`` (a job file's directory)."""
     checks.number("isolated", "watchdog", watchdog, 0.0, 86400.0, lo_open=True, unit=" real seconds")
     beat = mmap.mmap(-1, _BEAT.size)  # shared with the child: its last sign of life
     _BEAT.pack_into(beat, 0, _real.monotonic())
@@ -68,7 +70,7 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, **kwarg
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            _child(fn, args, kwargs, beat, stacks.fileno(), write_end, (out_w, err_w), parent)
+            _child(fn, args, kwargs, beat, stacks.fileno(), write_end, (out_w, err_w), parent, tuple(readable))
         for fd in (write_end, out_w, err_w):
             os.close(fd)
         _own_group(pid)
@@ -109,7 +111,7 @@ def _own_group(pid: int) -> None:
 
 
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], beat: mmap.mmap,
-           stacks_fd: int, out: int, console: tuple[int, int], parent: int) -> None:
+           stacks_fd: int, out: int, console: tuple[int, int], parent: int, readable: tuple[str, ...]) -> None:
     _in_child[0] = True
     code = 0
     confinement: Confinement | None = None
@@ -124,7 +126,7 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         try:
             # before any thread starts: the kernel confines the calling thread and what it starts later;
             # the child writes only to descriptors it already holds (the pipe, the stacks file, stdout)
-            confinement = confine(kind="child")
+            confinement = confine(kind="child", extra_readable=readable)
             threading.Thread(target=_heartbeat, args=(beat,), daemon=True, name="simfs-heartbeat").start()
             result: tuple[str, Any] = ("value", fn(*args, **kwargs))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent

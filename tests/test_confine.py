@@ -162,7 +162,7 @@ def test_reading_importing_and_dev_null_still_work(tmp_path: Path) -> None:
     (tmp_path / "data.txt").write_text("readable")
 
     def attempts() -> tuple[int, str, int]:
-        confine()
+        confine(extra_readable=[str(tmp_path)])
         sys.path.insert(0, str(tmp_path))
         module = importlib.import_module("confine_probe_module")  # written above
         with open(os.devnull, "w") as sink:
@@ -171,6 +171,24 @@ def test_reading_importing_and_dev_null_still_work(tmp_path: Path) -> None:
 
     assert forked(attempts) == (42, "readable", len("discarded"))
     assert not (tmp_path / "__pycache__").exists()  # the import's bytecode write was refused, silently
+
+
+def test_what_lies_outside_the_system_python_and_the_import_path_is_not_readable(tmp_path: Path) -> None:
+    """The caller's files, its FIFOs and its terminal: not even opened (issue 29, class 6)."""
+    (tmp_path / "secret.txt").write_text("the caller's")
+    os.mkfifo(tmp_path / "fifo")
+
+    def attempts() -> dict[str, str]:
+        confine()
+        return {"file": outcome(lambda: (tmp_path / "secret.txt").read_text()),
+                "fifo": outcome(lambda: os.open(tmp_path / "fifo", os.O_RDONLY | os.O_NONBLOCK)),
+                "listing": outcome(lambda: os.listdir(tmp_path)),
+                "terminal": outcome(lambda: os.open("/dev/tty", os.O_RDONLY)),
+                "system": outcome(lambda: open("/etc/hostname").read() and None),
+                "secret": outcome(lambda: open("/etc/shadow").read())}
+
+    assert forked(attempts) == {"file": "EACCES", "fifo": "EACCES", "listing": "EACCES", "terminal": "EACCES",
+                                "system": "ok", "secret": "EACCES"}
 
 
 def test_writable_paths_stay_writable(tmp_path: Path) -> None:

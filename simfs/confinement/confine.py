@@ -6,9 +6,10 @@ Layers, each doing what the one before cannot:
 - ``prctl(PR_SET_NO_NEW_PRIVS)`` first: Landlock and seccomp require it of an unprivileged
   process, and no later execve(2) can gain privileges (setuid binaries, file capabilities).
 - Capabilities dropped when the process holds some (root): see capabilities.py.
-- Landlock (landlock(7), Linux 5.13+, unprivileged): the whole filesystem readable and executable
-  (imports, libraries, the installation), nothing writable but the caller's ``writable`` paths
-  and /dev/null; from ABI 4 no TCP bind or connect, from ABI 6 no abstract Unix socket or signal
+- Landlock (landlock(7), Linux 5.13+, unprivileged): readable and executable only the system, the
+  Python installation, the import path and /etc but its secrets (readable.py: not the user's home,
+  /tmp or /run, so no real FIFO, socket or terminal), nothing writable but the caller's
+  ``writable`` paths and /dev/null; from ABI 4 no TCP bind or connect, from ABI 6 no abstract Unix socket or signal
   outside the domain. Its domain also forbids tracing processes outside it (ABI 1).
 - A seccomp filter built from an allow-list of the kernel's system call table (seccomp.py,
   policy.py) for what Landlock does not see: new sockets of every family (EACCES; that covers UDP,
@@ -47,13 +48,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .. import plaindata
-from . import capabilities, kernel, landlock, seccomp
+from . import capabilities, kernel, landlock, readable, seccomp
 
 SINKS = ("/dev/null",)
 
 # What the kernel can refuse, each: (the Landlock ABI that refuses it or None, whether the seccomp
 # filter does); landlock(7) "Kernel versions" and seccomp.REFUSED
 WRITES = "file creation, writes, removal, renames and links"
+READS = "reads outside the system, the Python installation and the import path"
 TRUNCATE = "truncate(2) of a file by path"
 DEVICE_IOCTL = "ioctls on newly opened devices"
 TRACING = "tracing processes outside the confinement"
@@ -69,7 +71,7 @@ TERMINAL = "a terminal's input queue, console and process group"
 NAMESPACES = "namespaces, mounts, new process groups and sessions"
 NEW_PROCESSES = "new processes (a rank process starts threads only)"
 _COVERAGE: dict[str, tuple[int | None, bool]] = {
-    WRITES: (1, False), TRACING: (1, True), TRUNCATE: (landlock.TRUNCATE_ABI, False),
+    WRITES: (1, False), READS: (1, False), TRACING: (1, True), TRUNCATE: (landlock.TRUNCATE_ABI, False),
     TCP: (landlock.NET_ABI, True), DEVICE_IOCTL: (landlock.IOCTL_DEV_ABI, False),
     ABSTRACT_UNIX: (landlock.SCOPE_ABI, True), SIGNALS: (landlock.SCOPE_ABI, False),
     SOCKETS: (None, True), METADATA: (None, True), IO_URING: (None, True), OTHER_PROCESSES: (None, True),
@@ -96,13 +98,14 @@ class Confinement:
         return "\n".join(lines + [f"NOT confined: {what} ({why})" for what, why in self.unconfined.items()])
 
 
-def confine(writable: Iterable[str] = (), kind: str = "rank") -> Confinement:
+def confine(writable: Iterable[str] = (), kind: str = "rank", extra_readable: Iterable[str] = ()) -> Confinement:
     """Confine the calling process, which must have one thread (the kernel confines the calling
     thread and the threads and processes it starts later), for good: ``writable`` paths stay
     writable (their data, not their metadata). ``kind``: the system call policy, "rank" (a rank
     process: threads but no new process) or "child" (simfs.isolated's child, which forks rank
-    processes). Raises OSError when the kernel refuses a step it offers, so a process is never
-    left half confined without saying so."""
+    processes). What it may read: readable.py, and beneath ``extra_readable``. Raises OSError
+    when the kernel refuses a step it offers, so a process is never left half confined without
+    saying so."""
     coverage = _COVERAGE if kind == "child" else {**_COVERAGE, NEW_PROCESSES: (None, True)}
     if sys.platform != "linux":
         return Confinement(0, {}, dict.fromkeys([PRIVILEGES, *coverage], f"Linux only; this is {sys.platform}"))
@@ -119,7 +122,7 @@ def confine(writable: Iterable[str] = (), kind: str = "rank") -> Confinement:
         confined[PRIVILEGES] = "no capability held"
     version = landlock.abi()
     if version:
-        landlock.restrict(version, writable, SINKS)
+        landlock.restrict(version, readable.roots(extra_readable), writable, SINKS)
     no_filter = _filter(kind)
     have = f"Landlock ABI {version}" if version else "no Landlock"
     unconfined: dict[str, str] = {}
@@ -139,10 +142,12 @@ def confine(writable: Iterable[str] = (), kind: str = "rank") -> Confinement:
 
 
 def prepare() -> None:
-    """What confine() can do before a fork, done once here (Landlock's ABI, the filter's program):
+    """What confine() can do before a fork, done once here (Landlock's ABI, what may be read, the
+    filters' programs):
     each forked process then confines itself in a few system calls."""
     if sys.platform == "linux":
         landlock.abi()
+        readable.roots()
         if seccomp.available():
             seccomp.compiled("rank")
             seccomp.compiled("child")

@@ -1,5 +1,5 @@
 """Landlock (landlock(7)), unprivileged: the calling thread and everything it starts later may read
-and execute the whole real filesystem but write only where the caller says, bind and connect no
+and execute only what the caller names (readable.py) and write only where the caller says, bind and connect no
 TCP port, and reach no abstract Unix socket and signal no process outside its domain. Each right is
 handled only where the running kernel's ABI knows it, as the kernel documentation's sample does."""
 
@@ -73,17 +73,19 @@ def handled_fs(version: int) -> int:
     return _FS_ABI1 | sum(right for since, right in _FS_SINCE.items() if version >= since)
 
 
-def restrict(version: int, writable: Iterable[str], sinks: Iterable[str]) -> None:
+def restrict(version: int, readable: Iterable[str], writable: Iterable[str], sinks: Iterable[str]) -> None:
     """Enforce the policy on the calling thread (``version`` >= 1, from abi()): ``writable``
     directories or files get every right, ``sinks`` (character devices, skipped where absent) may
-    be opened for writing, and the rest of the filesystem is only readable and executable."""
+    be opened for writing, what lies beneath ``readable`` may be read and executed, and nothing
+    else may be opened at all."""
     fs = handled_fs(version)
     attr = _RulesetAttr(handled_access_fs=fs,
                         handled_access_net=ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP if version >= NET_ABI else 0,
                         scoped=SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= SCOPE_ABI else 0)
     ruleset = kernel.syscall("landlock_create_ruleset", ctypes.addressof(attr), ctypes.sizeof(attr), 0)
     try:
-        _allow(ruleset, "/", _READ)
+        for path in readable:
+            _allow(ruleset, path, _READ)
         for path in writable:
             _allow(ruleset, path, fs)
         for device in sinks:
