@@ -17,6 +17,7 @@ from typing import Any
 import simfs
 from simfs.cluster import CARRIERS
 from simfs.fs import persistence
+from simfs.visible import visible
 
 from .exitcodes import EXIT_INTERRUPTED, EXIT_STALLED, EXIT_UNEXPECTED, EXIT_USAGE
 from .mix import fault_kinds
@@ -104,15 +105,20 @@ def _table(outcomes: list[ScenarioOutcome]) -> Any:
 
 
 def _show_failures(console: Any, outcomes: list[ScenarioOutcome], *, all_failures: bool) -> None:
+    """Each failure's account; what came from rank code (errors, tracebacks) with its control and
+    escape sequences made visible, and no rich markup of it interpreted."""
+    from rich.markup import escape
+
     for o in outcomes:
         if o.verdict == "error":
-            console.print(f"\n[red]{o.scenario} on {o.profile} could not run:[/] {o.error}", markup=True)
+            console.print(f"\n[red]{escape(o.scenario)} on {escape(o.profile)} could not run:[/] "
+                          f"{escape(visible(o.error))}", markup=True)
         elif o.finding is not None and (all_failures or not o.as_expected):
-            console.print(f"\n[bold]{o.scenario} on {o.profile}[/]: ", end="")
-            console.print(o.finding.description, markup=False, highlight=False)
+            console.print(f"\n[bold]{escape(o.scenario)} on {escape(o.profile)}[/]: ", end="")
+            console.print(visible(o.finding.description), markup=False, highlight=False)
             failure = o.finding.failure
             if failure is not None and failure.traceback:
-                console.print(failure.traceback.rstrip(), markup=False, highlight=False)
+                console.print(visible(failure.traceback.rstrip()), markup=False, highlight=False)
             console.print("reproduce: " + replay_command(o.finding.replay), markup=False, highlight=False,
                           soft_wrap=True)
 
@@ -176,15 +182,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         result = simfs.replay(args.replay, job)
         print(result.summary())
         if args.trace:
-            print("\n".join(str(e) for e in result.trace))
+            print(visible("\n".join(str(e) for e in result.trace)))
         return 0 if result.ok else 1
     from .explore import replay
 
     finding = replay(args.replay, job, recover=load_callable(args.recover) if args.recover else None)
-    print(finding.description if finding.failed else f"no failure: {finding.target.describe()}")
+    print(visible(finding.description) if finding.failed else f"no failure: {finding.target.describe()}")
     if args.trace:
-        print("\n".join(f"{'restart ' if e.run else ''}{e.time:12.6f}s rank {e.rank:>3} {e.op:<10} {e.path} -> "
-                        f"{e.outcome}" for e in finding.trace))
+        print(visible("\n".join(f"{'restart ' if e.run else ''}{e.time:12.6f}s rank {e.rank:>3} {e.op:<10} {e.path} "
+                                f"-> {e.outcome}" for e in finding.trace)))
     return 1 if finding.failed else 0
 
 

@@ -156,7 +156,7 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     if isolate:
         replaying.remember(target)
         found: Finding = simfs.isolated(_detached_search, target, kinds, crashes, max_examples, seed, shrink_time,
-                                        explain, watchdog=watchdog)
+                                        explain, watchdog=watchdog, processes=carrier == "process")
         return replace(found, target=target)
     return _search(target, kinds, crashes, max_examples, seed, shrink_time, explain)
 
@@ -230,7 +230,8 @@ def replay(text: str, job: Callable[[], Any] | None = None, *, recover: Callable
     a confined child (simfs.isolated), as their search ran; rank processes confine themselves."""
     target, example, mismatch = replaying.decode(text, job, recover, check)
     if target.carrier == "greenlet":
-        found: Finding = simfs.isolated(_detached_replay, target, example, mismatch, watchdog=target.watchdog)
+        found: Finding = simfs.isolated(_detached_replay, target, example, mismatch, watchdog=target.watchdog,
+                                        processes=False)
         return replace(found, target=target)
     return _replay(target, example, mismatch)
 

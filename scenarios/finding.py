@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from simfs import Result, plaindata
 from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, PowerLoss, SlowOps, SlowRank
+from simfs.visible import visible
 
 from . import replaying
 from .example import Crash, Example, Execution
@@ -137,7 +138,7 @@ class Finding:
         head = (f"FAILED: {self.target.describe()}: found at example {self.found_at}, "
                 f"{self.examples} examples in {self.wall_time:.1f}s (shrunk)")
         notes = "".join(f"\nnote: {n}" for n in self.notes)
-        return f"{head}\n{self.description}{notes}\nreplay: scenarios.replay({self.replay!r})" \
+        return f"{head}\n{visible(self.description + notes)}\nreplay: scenarios.replay({self.replay!r})" \
                f"\n    or: {replay_command(self.replay)}"
 
 

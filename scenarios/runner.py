@@ -96,7 +96,7 @@ def readable_for(specs: list[str]) -> tuple[str, ...]:
 def check_specs(specs: list[str]) -> None:
     """Import each job of ``specs`` in a confined child (simfs.isolated): ValueError naming the
     first that is not a function. Importing a job's module runs its code, never unconfined here."""
-    simfs.isolated(_load_all, specs, readable=readable_for(specs))
+    simfs.isolated(_load_all, specs, readable=readable_for(specs), processes=False)
 
 
 def _load_all(specs: list[str]) -> None:
@@ -183,7 +183,8 @@ def run_task(task: Task) -> ScenarioOutcome:
         _read_local_constants()
         specs = [spec for spec in (task.scenario, task.recover, task.check) if spec] if task.is_job else []
         outcome: ScenarioOutcome = simfs.isolated(_search, task, load_profile(task.profile), watchdog=task.watchdog,
-                                                  readable=readable_for(specs))
+                                                  readable=readable_for(specs),
+                                                  processes=task.budget()[1] == "process")
         return outcome
     except (simfs.Stalled, simfs.SimfsError, ValueError, TypeError, ImportError, OSError) as exc:
         return ScenarioOutcome(scenario=task.scenario, profile=task.profile, family="", expected="pass",

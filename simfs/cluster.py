@@ -221,7 +221,8 @@ class Cluster:
                               "confined child (isolate=True); search with scenarios.explore, or pass isolate=False "
                               "for code you trust")
         self._kept_by_child = True
-        result: Result = isolated(self._run_here, job, args, kwargs, faults, choices, watchdog=self.watchdog)
+        result: Result = isolated(self._run_here, job, args, kwargs, faults, choices, watchdog=self.watchdog,
+                                  processes=False)
         return result
 
     def _check_state_here(self, what: str) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import plaindata
 from .runspec import encode
+from .visible import visible
 
 if TYPE_CHECKING:
     from .runtime.machine import TraceEvent
@@ -181,7 +182,7 @@ class Result:
             lines.extend(f"  rank {rank}: {failure}" for failure in failures)
         lines.extend(f"  note: {n}" for n in self.notes)
         lines.append(f"  replay: {self.replay}")
-        return "\n".join(lines)
+        return visible("\n".join(lines))  # ranks' errors: their control sequences shown, not sent
 
     def __repr__(self) -> str:
         return f"<simfs.Result ok={self.ok} ranks={len(self.returns)} errors={sorted(self.errors)} " \

@@ -50,7 +50,7 @@ class ChildFailed(SimfsError):
 
 
 def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, readable: Iterable[str] = (),
-             **kwargs: Any) -> Any:
+             processes: bool = True, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` in a forked child confined by the kernel: its return value, or its
     exception raised here, as plain data and simfs's records (simfs.plaindata: what the child
     made runs no code here; a value of another class arrives as a Foreign naming it, an exception
@@ -58,7 +58,8 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, readabl
     Raises Stalled if the child makes no progress for ``watchdog`` real seconds; Ctrl-C stops the
     child and raises KeyboardInterrupt. Warns once (ConfinementWarning) when the kernel cannot
     refuse everything. The child reads only what simfs.confinement.readable lists, and what lies
-    beneath ``readable`` (a job file's directory)."""
+    beneath ``readable`` (a job file's directory); with ``processes=False`` it starts no process
+    (no rank process to fork: greenlet ranks, an import), as a rank process does not."""
     checks.number("isolated", "watchdog", watchdog, 0.0, 86400.0, lo_open=True, unit=" real seconds")
     beat = mmap.mmap(-1, _BEAT.size)  # shared with the child: its last sign of life
     _BEAT.pack_into(beat, 0, _real.monotonic())
@@ -70,7 +71,8 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, readabl
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            _child(fn, args, kwargs, beat, stacks.fileno(), write_end, (out_w, err_w), parent, tuple(readable))
+            _child(fn, args, kwargs, beat, stacks.fileno(), write_end, (out_w, err_w), parent, tuple(readable),
+                   "child" if processes else "rank")
         for fd in (write_end, out_w, err_w):
             os.close(fd)
         _own_group(pid)
@@ -111,7 +113,8 @@ def _own_group(pid: int) -> None:
 
 
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], beat: mmap.mmap,
-           stacks_fd: int, out: int, console: tuple[int, int], parent: int, readable: tuple[str, ...]) -> None:
+           stacks_fd: int, out: int, console: tuple[int, int], parent: int, readable: tuple[str, ...],
+           policy: str) -> None:
     _in_child[0] = True
     code = 0
     confinement: Confinement | None = None
@@ -126,7 +129,7 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         try:
             # before any thread starts: the kernel confines the calling thread and what it starts later;
             # the child writes only to descriptors it already holds (the pipe, the stacks file, stdout)
-            confinement = confine(kind="child", extra_readable=readable)
+            confinement = confine(kind=policy, extra_readable=readable)
             threading.Thread(target=_heartbeat, args=(beat,), daemon=True, name="simfs-heartbeat").start()
             result: tuple[str, Any] = ("value", fn(*args, **kwargs))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent

@@ -88,7 +88,7 @@ def _module_directories(known: tuple[str, ...]) -> set[str]:
 def _editable_packages() -> set[str]:
     """The packages an editable install maps (setuptools' finders keep a MAPPING of name to
     directory), imported or not: a rank may import them later."""
-    out = set()
+    out: set[str] = set()
     for finder in sys.meta_path:
         mapping = getattr(sys.modules.get(getattr(finder, "__module__", "")), "MAPPING", None)
         if isinstance(mapping, dict):
