@@ -158,12 +158,36 @@ def test_a_rank_reads_devnull_not_the_hosts_stdin(tmp_path: Path) -> None:
 
 
 def test_simfs_run_shows_a_ranks_escape_sequences_as_text(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "simfs", "run", "_sandbox_jobs:raises_escape_sequences",
-                           "--examples", "2", "--report", ""], capture_output=True, cwd=tmp_path, timeout=300,
-                          env={**os.environ, "PYTHONPATH": TESTS})
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert b"\x1b]" not in proc.stdout and b"\x07" not in proc.stdout and b"\x1b[2J" not in proc.stdout
-    assert b"\\x1b]0;pwned\\x07" in proc.stdout and b"[bold]markup[/bold]" in proc.stdout
+    """On a terminal (a pty), where rich passes what it prints through."""
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "simfs", "run", "_sandbox_jobs:raises_escape_sequences",
+                               "--examples", "2", "--report", ""], stdout=terminal, stderr=terminal,
+                              stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=300,
+                              env={**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+                                   "TERM": "xterm", "COLUMNS": "200"})
+        shown = _drain(controller)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert proc.returncode == 1, shown[-3000:]
+    for sequence in (b"\x1b]0;pwned", b"\x07", b"\x1b[2J", b"\x1b]52;"):
+        assert sequence not in shown, shown[-3000:]
+    assert b"\\x1b]0;pwned\\x07" in shown and b"[bold]markup[/bold]" in shown
+
+
+def _drain(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except (BlockingIOError, OSError):
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def test_what_a_rank_prints_reaches_the_hosts_stdout_made_visible(tmp_path: Path) -> None:
