@@ -7,19 +7,30 @@ processes ("process"), in one run.
 Measures, as medians of several runs: what starting a rank costs (an empty job on 8 ranks, per
 rank), simulated operations per wall second with 8 ranks on 2 nodes, and examples per wall second
 of the 8-rank makedirs search (the built-in makedirs-every-rank scenario on nfs, 2 nodes x 4 ranks,
-where it passes: every example runs; searched in this process, as simfs run's workers do)."""
+where it passes: every example runs; searched in this process, as simfs run's workers do).
+
+Then what a rank process's message costs to write and to read, side by side: the typed messages
+and plain data a rank sends now (messages.py, plaindata: msgpack, strict decoding) against the
+pickles read through a restricted unpickler that the host took before (issue 29), for the
+requests ranks make most and for a return value and an error."""
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import pickle
 import sys
+import timeit
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import simfs
 from common import add_record_flag, median_of, table, timed, write_report
 from scenarios import explore
 from scenarios.registry import get
+from simfs import plaindata
+from simfs.runtime.carrier import messages
 
 CARRIERS = ("greenlet", "process")
 OPS = 4000  # simulated operations per rank per run (create, write, close, stat, list)
@@ -78,6 +89,68 @@ MEASURES = (
 )
 
 
+class _RestrictedUnpickler(pickle.Unpickler):
+    """The host's reader before issue 29: pickles whose classes come from an allow-list (plain data,
+    numpy arrays, standard exceptions). Typical requests name no class, so this costs what
+    pickle.loads does."""
+
+    ALLOWED = frozenset({("builtins", "FileNotFoundError"), ("builtins", "OSError"), ("builtins", "tuple")})
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name}")
+        return super().find_class(module, name)
+
+
+def _pickled(message: tuple[Any, ...]) -> tuple[Any, Any]:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return (lambda: pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL),
+            lambda: _RestrictedUnpickler(io.BytesIO(data)).load())
+
+
+def _typed(write: Any) -> tuple[Any, Any]:
+    data = write()
+    return write, lambda: messages.decode(data)
+
+
+ERROR = FileNotFoundError(2, "No such file or directory", "/shared/ckpt/step-3/shard-0")
+RETURNED = {"loss": [0.5 * i for i in range(100)], "step": 3}
+WHERE = "train.py:41 in save"
+MESSAGES: dict[str, tuple[tuple[Any, ...], Any]] = {
+    "stat request": (("call", 7, "sys", WHERE, "stat", ("/shared/ckpt/latest",), {}, False, 0o22),
+                     lambda: messages.call(7, "sys", WHERE, ("stat", ("/shared/ckpt/latest",), {}, False, 0o22))),
+    "write request, 4 KiB": (("call", 7, "sys", WHERE, "write", (1001, b"x" * 4096), {}, False, 0o22),
+                             lambda: messages.call(7, "sys", WHERE, ("write", (1001, b"x" * 4096), {}, False, 0o22))),
+    "trace note": (("call", 7, "note", WHERE, "sleep", "", "1s"),
+                   lambda: messages.call(7, "note", WHERE, ("sleep", "", "1s"))),
+    "return value (dict of 100 floats)": (("done", 7, pickle.dumps(RETURNED)),
+                                          lambda: messages.encode(messages.Done(7, plaindata.dumps(RETURNED)))),
+    "raised FileNotFoundError": (("raised", 7, pickle.dumps(ERROR), "builtins.FileNotFoundError", str(ERROR),
+                                  "Traceback ...", WHERE),
+                                 lambda: messages.encode(messages.Raised(7, plaindata.dumps(ERROR),
+                                                                         "builtins.FileNotFoundError", str(ERROR),
+                                                                         "Traceback ...", WHERE))),
+}
+
+
+def microseconds(fn: Any, repeats: int) -> float:
+    """Median microseconds per call, over ``repeats`` timings of many calls."""
+    number = 2000
+    return median_of(repeats, lambda: timeit.timeit(fn, number=number) / number * 1e6)[0]
+
+
+def message_rows(repeats: int) -> tuple[list[list[str]], dict[str, Any]]:
+    rows, data = [], {}
+    for what, (old, new) in MESSAGES.items():
+        (old_write, old_read), (new_write, new_read) = _pickled(old), _typed(new)
+        times = {"pickle write": microseconds(old_write, repeats), "pickle read": microseconds(old_read, repeats),
+                 "typed write": microseconds(new_write, repeats), "typed read": microseconds(new_read, repeats)}
+        before, after = times["pickle write"] + times["pickle read"], times["typed write"] + times["typed read"]
+        rows.append([what, *(f"{times[k]:.2f}" for k in times), f"{after - before:+.2f}"])
+        data[what] = times
+    return rows, data
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -89,8 +162,14 @@ def main() -> None:
         ratio = medians["process"] / medians["greenlet"]
         rows.append([what, *(shown.format(medians[c]) for c in CARRIERS), f"{ratio:.2f}x"])
         data[what] = medians
+    message_table, data["messages"] = message_rows(args.repeats)
     markdown = "## carriers\n\nMedians of " + str(args.repeats) + " runs each, both carriers in one process.\n\n" + \
-        table(["what", "greenlet", "process", "process / greenlet"], rows)
+        table(["what", "greenlet", "process", "process / greenlet"], rows) + \
+        "\n\nA rank process's message to the host, microseconds to write (in the rank) and to read (in the " \
+        "host): pickles read through a restricted unpickler, as before issue 29, beside typed messages and " \
+        "plain data (msgpack, strict decoding), as now.\n\n" + \
+        table(["message", "pickle write", "pickle read", "typed write", "typed read", "per message, now"],
+              message_table)
     print(markdown)
     write_report("carriers", f"python benchmarks/carrier_bench.py --repeats {args.repeats}", markdown, data,
                  record=args.record)

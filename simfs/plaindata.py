@@ -129,17 +129,32 @@ def _wire(obj: Any, depth: int) -> Any:
         raise Untrusted(f"a value nested deeper than {MAX_DEPTH} levels")
     depth += 1
     if kind is list:
-        return [_wire(item, depth) for item in obj]
+        return obj if _flat(obj) else [_wire(item, depth) for item in obj]
     if kind is dict:
         if all(type(key) is str for key in obj):
-            return {key: _wire(item, depth) for key, item in obj.items()}
+            return obj if _flat(obj.values()) else {key: _wire(item, depth) for key, item in obj.items()}
         return _ext(DICT, [_wire(part, depth) for pair in obj.items() for part in pair])
     if kind is tuple:
-        return _ext(TUPLE, [_wire(item, depth) for item in obj])
+        return _ext(TUPLE, obj if _flat(obj) else [_wire(item, depth) for item in obj])
     encode = _ENCODERS.get(kind)
     if encode is not None:
         return encode(obj, depth)
     return _other(obj, depth)
+
+
+_SCALARS = frozenset({type(None), bool, float, str, bytes})
+_NUMBERS = frozenset({bool, float, int})
+
+
+def _flat(items: Any) -> bool:
+    """Whether ``items`` are all msgpack's own scalars (ints of 64 bits), told at C speed: a list of
+    floats or of names crosses without a call per item."""
+    kinds = set(map(type, items))
+    if kinds <= _SCALARS:
+        return True
+    if int in kinds and kinds <= _NUMBERS:  # a NaN among them fails both tests: the slow path decides
+        return min(items) >= -(1 << 63) and max(items) < 1 << 64
+    return False
 
 
 def _ext(code: int, fields: Any) -> Ext:
