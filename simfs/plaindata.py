@@ -153,7 +153,7 @@ def _flat(items: Any) -> bool:
     if kinds <= _SCALARS:
         return True
     if int in kinds and kinds <= _NUMBERS:  # a NaN among them fails both tests: the slow path decides
-        return min(items) >= -(1 << 63) and max(items) < 1 << 64
+        return bool(min(items) >= -(1 << 63) and max(items) < 1 << 64)
     return False
 
 
