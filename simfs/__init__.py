@@ -13,6 +13,7 @@ from .errors import (
     RankDied,
     RankError,
     RankKilled,
+    RankOutOfMemory,
     SimfsError,
 )
 from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, PowerLoss, SlowOps, SlowRank
@@ -44,6 +45,7 @@ __all__ = [
     "RankDied",
     "RankError",
     "RankKilled",
+    "RankOutOfMemory",
     "ReplayChoices",
     "Result",
     "SeededChoices",

@@ -62,7 +62,9 @@ class Cluster:
     filesystem-model tests): their objects are the caller's, and a cluster runs any number of times.
     ``torch_distributed``: "c10d" (the default for rank processes) runs torch's own c10d in each rank
     on simulated process groups and stores (simfs/c10d); "patched" (greenlet ranks' only choice)
-    replaces torch.distributed's Python functions with simfs's stand-ins.
+    replaces torch.distributed's Python functions with simfs's stand-ins. ``rank_memory``: bytes of
+    private memory each rank process may take (RLIMIT_DATA: heap and anonymous mappings); a rank
+    that runs out ends with ``simfs.RankOutOfMemory``. None: no limit but the machine's.
     """
 
     def __init__(self, nodes: int = 1, ranks_per_node: int = 1, profile: str | Profile = "nfs", seed: int = 0,
@@ -72,7 +74,7 @@ class Cluster:
                  collective_bandwidth: float = 1e10, dist_initialized: bool = True,
                  env: dict[str, str] | None = None, time_limit: float = 30 * 86400.0,
                  restart_gap: float = RESTART_GAP, carrier: str = "process", isolate: bool = True,
-                 torch_distributed: str | None = None) -> None:
+                 torch_distributed: str | None = None, rank_memory: int | None = None) -> None:
         checks.count(_WHERE, "nodes", nodes, 1, checks.MAX_NODES)
         checks.count(_WHERE, "ranks_per_node", ranks_per_node, 1, checks.MAX_RANKS)
         if nodes * ranks_per_node > checks.MAX_RANKS:
@@ -89,6 +91,8 @@ class Cluster:
         if torch_distributed not in TORCH_DISTRIBUTED:
             raise invalid(_WHERE, "torch_distributed", f"one of {', '.join(map(repr, TORCH_DISTRIBUTED))}",
                           torch_distributed)
+        if rank_memory is not None and carrier != "process":
+            raise ConfigError("simfs.Cluster: rank_memory needs carrier='process': greenlet ranks share one process")
         if torch_distributed == "c10d" and carrier != "process":
             raise ConfigError("simfs.Cluster: torch_distributed='c10d' needs carrier='process': c10d, autograd and "
                               "pybind11 keep per-thread C++ state that greenlet ranks of one thread would share")
@@ -105,6 +109,8 @@ class Cluster:
             collective_latency=checks.seconds(_WHERE, "collective_latency", collective_latency),
             collective_bandwidth=checks.bandwidth(_WHERE, "collective_bandwidth", collective_bandwidth),
             dist_initialized=dist_initialized, carrier=carrier, torch_distributed=torch_distributed,
+            rank_memory=None if rank_memory is None else checks.count(_WHERE, "rank_memory", rank_memory, 64 << 20,
+                                                                      1 << 50),
         )
         self.restart_gap = checks.seconds(_WHERE, "restart_gap", restart_gap)
         self.faults = self._check_faults(faults)

@@ -56,6 +56,20 @@ class RankDied(SimfsError):
         return type(self), (self.rank, self.signum, self.stacks)
 
 
+class RankOutOfMemory(SimfsError, MemoryError):
+    """A rank process ran out of the private memory its cluster allows each rank
+    (``Cluster(rank_memory=...)``, the kernel's RLIMIT_DATA): the rank ended there, as a rank of a
+    real job whose node ran out of memory does."""
+
+    def __init__(self, rank: int, limit: int, message: str) -> None:
+        super().__init__(f"rank {rank} ran out of its {limit / 2**30:g} GiB of memory (Cluster(rank_memory=...)): "
+                         f"{message}")
+        self.rank, self.limit, self.detail = rank, limit, message
+
+    def __reduce__(self) -> tuple[type, tuple[int, int, str]]:
+        return type(self), (self.rank, self.limit, self.detail)
+
+
 class RankError(SimfsError):
     """An exception a rank process raised whose class the host does not load (a class of the job's
     own: rank code never runs in the host): its type's name and its message."""

@@ -223,6 +223,12 @@ def forks_sleepers(count: int) -> list[int | str]:
     return got
 
 
+def takes_memory(mib: int) -> int:
+    """Rank 1 allocates ``mib`` MiB, 64 MiB at a time; rank 0 a little."""
+    blocks = [bytearray(64 << 20) for _ in range(mib // 64 if os.environ["RANK"] == "1" else 1)]
+    return len(blocks)
+
+
 def runs_another_program() -> str:
     """Replaces itself with a program that outlives its socket (exec closes it: close-on-exec)."""
     libc = _libc()

@@ -531,4 +531,14 @@ def test_torch_distributed_names_its_choices_and_c10d_needs_rank_processes():
     with pytest.raises(simfs.ConfigError, match=r"torch_distributed='c10d' needs carrier='process'"):
         simfs.Cluster(carrier="greenlet", torch_distributed="c10d")
     assert simfs.Cluster(carrier="greenlet").settings.torch_distributed == "patched"
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"rank_memory": 1 << 20}, r"rank_memory must be an int in \[67108864"),
+    ({"rank_memory": 1.5e9}, r"rank_memory must be an int"),
+    ({"rank_memory": 1 << 30, "carrier": "greenlet"}, r"rank_memory needs carrier='process'"),
+])
+def test_a_ranks_memory_limit_is_checked(kwargs: dict, match: str) -> None:
+    with pytest.raises(simfs.ConfigError, match=match):
+        simfs.Cluster(**kwargs)
     assert simfs.Cluster().settings.torch_distributed == "c10d"

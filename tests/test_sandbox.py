@@ -289,6 +289,19 @@ def test_a_rank_starts_no_process_that_outlives_its_run(tmp_path: Path) -> None:
     assert _marked(mark) == []
 
 
+def test_a_ranks_memory_is_bounded_by_its_cluster(tmp_path: Path) -> None:
+    body = "result = simfs.Cluster(1, 2, rank_memory=512 << 20).run(jobs.takes_memory, 2048)\n" + \
+        "out['errors'] = {r: [type(e).__name__, isinstance(e, MemoryError), str(e)]\n" + \
+        "                 for r, e in result.errors.items()}\n" + \
+        "out['returns'] = result.returns\n" + \
+        "out['after'] = simfs.Cluster(1, 2).run(jobs.takes_memory, 128).returns\n"
+    out, _ = host(body, tmp_path)
+    assert out["returns"] == {"0": 1}
+    kind, is_memory_error, message = out["errors"]["1"]
+    assert kind == "RankOutOfMemory" and is_memory_error and "0.5 GiB" in message
+    assert out["after"] == {"0": 1, "1": 2}  # the host and the next run are as before
+
+
 def test_a_rank_that_cuts_its_socket_ends_its_run_at_once(tmp_path: Path) -> None:
     started = time.monotonic()
     out, _ = host(_run("runs_another_program", ranks=2), tmp_path)

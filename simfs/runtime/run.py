@@ -47,6 +47,7 @@ class Settings:
     dist_initialized: bool
     carrier: str = "greenlet"  # "greenlet": ranks share this process; "process": each its own
     torch_distributed: str = "patched"  # "c10d": rank processes run torch's own c10d on simfs's groups
+    rank_memory: int | None = None  # bytes of private memory each rank process may take (None: the machine's)
 
     @property
     def world_size(self) -> int:
@@ -83,7 +84,7 @@ class Run:
                                bandwidth=settings.collective_bandwidth, timeout=settings.collective_timeout,
                                initialized=settings.dist_initialized, note=self._note_collective,
                                native=settings.torch_distributed == "c10d")
-        self.carrier = ProcessCarrier(self.machine, self.sched, self.world, self._end_process) \
+        self.carrier = ProcessCarrier(self.machine, self.sched, self.world, self._end_process, settings.rank_memory) \
             if settings.carrier == "process" else None
         self.world.where = self._where
 

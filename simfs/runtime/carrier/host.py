@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ... import _real, plaindata, relay
 from ...confinement import Confinement
 from ...confinement.confine import prepare as prepare_confinement
-from ...errors import OutsideSimulation, RankDied, RankError, SimfsError
+from ...errors import OutsideSimulation, RankDied, RankError, RankOutOfMemory, SimfsError
 from ...relay import Relay
 from ...supervise import ask_for_stacks
 from ..kvstore import Stores
@@ -77,8 +77,9 @@ class ProcessCarrier:
     """The rank processes of one run."""
 
     def __init__(self, machine: Machine, sched: Scheduler, world: DistWorld,
-                 end_process: Callable[[Process, str], None]) -> None:
+                 end_process: Callable[[Process, str], None], memory: int | None = None) -> None:
         self.machine = machine
+        self.memory = memory  # RLIMIT_DATA of each rank process (None: unlimited)
         self.sched = sched
         self._end_process = end_process
         self.ranks: dict[int, RankProcess] = {}
@@ -109,7 +110,7 @@ class ProcessCarrier:
         if pid == 0:
             _real.close(host_end)
             rank_side.main(rank_end, stacks, (out_w, err_w), self.outboxes.of_rank(proc.rank), proc,
-                           self.sched.next_tid, job, args, kwargs, parent=host)
+                           self.sched.next_tid, job, args, kwargs, parent=host, memory=self.memory)
         for fd in (rank_end, out_w, err_w):
             _real.close(fd)
         rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks, (out, err), _pidfd(pid))
@@ -155,7 +156,7 @@ class ProcessCarrier:
                 elif isinstance(message, messages.Done):
                     return self._load(rank, message.value)
                 elif isinstance(message, messages.Raised):
-                    raise self._raised(message)
+                    raise self._raised(rank, message)
                 else:
                     raise SimfsError(f"rank {rank.proc.rank} returned a {message.type_name}, which cannot be sent "
                                      f"to the host ({message.why}); return plain data")
@@ -223,7 +224,7 @@ class ProcessCarrier:
             raise SimfsError(f"rank {rank.proc.rank} returned an object that holds {exc}: the host loads plain "
                              "data only (rank code never runs in the host); return plain data") from None
 
-    def _raised(self, message: messages.Raised) -> BaseException:
+    def _raised(self, rank: RankProcess, message: messages.Raised) -> BaseException:
         error: Any = None
         if message.error is not None:
             try:
@@ -232,6 +233,8 @@ class ProcessCarrier:
                 pass  # described below from its type's name and text
         if not isinstance(error, BaseException):
             error = RankError(message.type_name, message.text)
+        if self.memory is not None and isinstance(error, MemoryError):
+            error = RankOutOfMemory(rank.proc.rank, self.memory, message.text or "MemoryError")
         error.simfs_traceback, error.simfs_where = message.trace, message.where
         return error  # type: ignore[no-any-return]  # checked just above
 

@@ -9,6 +9,7 @@ import faulthandler
 import os
 import pickle
 import random
+import resource
 import signal
 import sys
 import traceback
@@ -126,13 +127,17 @@ class Dispositions(dict[int, Any]):
 
 
 def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, proc: Process, tid: int,
-         job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], parent: int) -> None:
+         job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], parent: int,
+         memory: int | None = None) -> None:
     """The rank process from fork to exit (``console``: the write ends of its stdout and stderr
-    pipes, which the host shows; ``outbox``: its collectives' tensors, outbox.py)."""
+    pipes, which the host shows; ``outbox``: its collectives' tensors, outbox.py; ``memory``: the
+    private memory it may take, RLIMIT_DATA)."""
     code = 0
     try:
         _die_with(parent)
         descriptors.keep_only((fd, stacks_fd, *outbox.descriptors), *console)
+        if memory is not None:  # before confinement, which allows a process its own limits only
+            resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
         wire.forget()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's: it ends the ranks
         stacks = os.fdopen(stacks_fd, "w")
