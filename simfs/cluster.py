@@ -14,6 +14,7 @@ from .errors import ConfigError, SimfsError, invalid
 from .faults import CrashNode, CrashServer, EvictClient, Fault, SlowRank, fault_from_dict, fault_to_dict
 from .fs.filesystems import Filesystems
 from .fs.server import Server
+from .hostpaths import host_paths
 from .profiles import Profile, get
 from .report import Result
 from .runspec import (
@@ -28,7 +29,6 @@ from .runspec import (
 )
 from .runtime.dist import DEFAULT_TIMEOUT
 from .runtime.heap import garbage
-from .runtime.hostpaths import host_paths
 from .runtime.marshal import Marshal
 from .runtime.run import Run, Settings
 from .supervise import in_isolated_child, isolated

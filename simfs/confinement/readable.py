@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Iterable
 
-from ..runtime.hostpaths import host_paths
+from ..hostpaths import host_paths
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/sys")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")

@@ -15,8 +15,8 @@ from ..errors import RankKilled, TaskKilled
 from ..faults import CrashNode, CrashServer, EvictClient, PowerLoss
 from ..fs.filesystems import Filesystems
 from ..fs.mount import Mount
+from ..hostpaths import HostPaths
 from .faultengine import FaultEngine
-from .hostpaths import HostPaths
 from .importreads import from_import_system
 from .scheduler import Scheduler, current_task
 

@@ -17,11 +17,11 @@ from ..choices import ChoiceSource
 from ..errors import Interrupted, OutsideSimulation, SimfsError, TaskKilled
 from ..faults import Fault
 from ..fs.filesystems import Filesystems
+from ..hostpaths import HostPaths
 from ..report import CrashInfo, HangInfo, Result, ThreadError, format_exception, user_frame
 from .carrier import ProcessCarrier
 from .dist import DistWorld
 from .heap import young_gc
-from .hostpaths import HostPaths
 from .machine import Machine
 from .marshal import Marshal
 from .process import Process, torchrun_env
