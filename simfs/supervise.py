@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _real, checks, plaindata, relay
-from .confinement import Confinement, announce, confine, descriptors, kernel
+from .confinement import Confinement, announce, confine, descriptors, kernel, prepared_descriptors
 from .errors import SimfsError
 from .relay import Relay
 
@@ -123,7 +123,7 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         kernel.prctl(kernel.PR_SET_PDEATHSIG, signal.SIGKILL)  # the caller gone, the child goes too
         if os.getppid() != parent:
             os._exit(0)
-        descriptors.keep_only((out, stacks_fd), *console)
+        descriptors.keep_only((out, stacks_fd, *prepared_descriptors()), *console)
         faulthandler.register(_STACKS, file=os.fdopen(os.dup(stacks_fd), "w"), all_threads=True)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:

@@ -47,6 +47,8 @@ def _run(program: list[seccomp.Instruction], arch: int, nr: int, args: list[int]
         if code == seccomp.BPF_LD_W_ABS:
             acc = int.from_bytes(data[k:k + 4], "little")
             pc += 1
+        elif code == seccomp.BPF_JA:
+            pc += 1 + k
         elif code == seccomp.BPF_RET_K:
             return k
         else:

@@ -122,7 +122,11 @@ def confine(writable: Iterable[str] = (), kind: str = "rank", extra_readable: It
         confined[PRIVILEGES] = "no capability held"
     version = landlock.abi()
     if version:
-        landlock.restrict(version, readable.roots(extra_readable), writable, SINKS)
+        roots, writable = readable.roots(extra_readable), tuple(writable)
+        if _prepared is not None and _prepared[0] == (roots, writable):
+            landlock.enforce(_prepared[1])
+        else:
+            landlock.restrict(version, roots, writable, SINKS)
     no_filter = _filter(kind)
     have = f"Landlock ABI {version}" if version else "no Landlock"
     unconfined: dict[str, str] = {}
@@ -141,16 +145,39 @@ def confine(writable: Iterable[str] = (), kind: str = "rank", extra_readable: It
     return Confinement(version, confined, unconfined)
 
 
+# the Landlock ruleset prepare() made: ((what it lets be read, written), its descriptor)
+_prepared: tuple[tuple[tuple[str, ...], tuple[str, ...]], int] | None = None
+
+
 def prepare() -> None:
-    """What confine() can do before a fork, done once here (Landlock's ABI, what may be read, the
-    filters' programs):
-    each forked process then confines itself in a few system calls."""
+    """What confine() can do before a fork, done here (Landlock's ABI, its ruleset for what may be
+    read now, made again when that changed; the filters' programs): each forked process then
+    confines itself in a few system calls (confine() before it sheds inherited descriptors)."""
+    global _prepared
     if sys.platform == "linux":
-        landlock.abi()
-        readable.roots()
+        version = landlock.abi()
+        key = (readable.roots(), ())
+        if version and (_prepared is None or _prepared[0] != key):
+            if _prepared is not None:
+                os.close(_prepared[1])
+            _prepared = (key, landlock.ruleset(version, key[0], (), SINKS))
         if seccomp.available():
             seccomp.compiled("rank")
             seccomp.compiled("child")
+
+
+def release() -> None:
+    """Close what prepare() keeps open (the ranks are forked: the caller is left as it was)."""
+    global _prepared
+    if _prepared is not None:
+        os.close(_prepared[1])
+        _prepared = None
+
+
+def prepared_descriptors() -> tuple[int, ...]:
+    """What prepare() keeps open for confine() (a process that sheds inherited descriptors before it
+    confines itself keeps these)."""
+    return () if _prepared is None else (_prepared[1],)
 
 
 def _filter(kind: str) -> str:

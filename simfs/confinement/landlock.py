@@ -74,7 +74,22 @@ def handled_fs(version: int) -> int:
 
 
 def restrict(version: int, readable: Iterable[str], writable: Iterable[str], sinks: Iterable[str]) -> None:
-    """Enforce the policy on the calling thread (``version`` >= 1, from abi()): ``writable``
+    """Enforce the policy on the calling thread (``version`` >= 1, from abi()): see ruleset()."""
+    fd = ruleset(version, readable, writable, sinks)
+    try:
+        enforce(fd)
+    finally:
+        os.close(fd)
+
+
+def enforce(ruleset_fd: int) -> None:
+    """Restrict the calling thread (and what it starts later) by a ruleset made before (a forked
+    process inherits its parent's: one system call instead of one per rule)."""
+    kernel.syscall("landlock_restrict_self", ruleset_fd, 0)
+
+
+def ruleset(version: int, readable: Iterable[str], writable: Iterable[str], sinks: Iterable[str]) -> int:
+    """A ruleset's descriptor (close-on-exec; ``version`` >= 1, from abi()): ``writable``
     directories or files get every right, ``sinks`` (character devices, skipped where absent) may
     be opened for writing, what lies beneath ``readable`` may be read and executed, and nothing
     else may be opened at all."""
@@ -82,18 +97,19 @@ def restrict(version: int, readable: Iterable[str], writable: Iterable[str], sin
     attr = _RulesetAttr(handled_access_fs=fs,
                         handled_access_net=ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP if version >= NET_ABI else 0,
                         scoped=SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= SCOPE_ABI else 0)
-    ruleset = kernel.syscall("landlock_create_ruleset", ctypes.addressof(attr), ctypes.sizeof(attr), 0)
+    fd = kernel.syscall("landlock_create_ruleset", ctypes.addressof(attr), ctypes.sizeof(attr), 0)
     try:
         for path in readable:
-            _allow(ruleset, path, _READ)
+            _allow(fd, path, _READ)
         for path in writable:
-            _allow(ruleset, path, fs)
+            _allow(fd, path, fs)
         for device in sinks:
             if os.path.exists(device):
-                _allow(ruleset, device, ACCESS_FS_WRITE_FILE)
-        kernel.syscall("landlock_restrict_self", ruleset, 0)
-    finally:
-        os.close(ruleset)
+                _allow(fd, device, ACCESS_FS_WRITE_FILE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _allow(ruleset: int, path: str, access: int) -> None:

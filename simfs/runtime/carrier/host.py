@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ... import _real, plaindata, relay
 from ...confinement import Confinement
 from ...confinement.confine import prepare as prepare_confinement
+from ...confinement.confine import release as release_confinement
 from ...errors import OutsideSimulation, RankDied, RankError, RankOutOfMemory, SimfsError
 from ...relay import Relay
 from ...supervise import ask_for_stacks
@@ -291,3 +292,4 @@ class ProcessCarrier:
             _real.close(rank.stacks)
         self.relay.finish(_GRACE)  # what they wrote last: the pipes end with them
         self.outboxes.close()
+        release_confinement()

@@ -21,7 +21,7 @@ from greenlet import getcurrent
 from ... import _real, plaindata
 from ..._intercept import audit
 from ...choices import derive_seed
-from ...confinement import confine, descriptors, kernel
+from ...confinement import confine, descriptors, kernel, prepared_descriptors
 from ...confinement.confine import WRITES
 from ...errors import SimfsError
 from ...report import format_exception, user_frame, where_raised
@@ -135,7 +135,7 @@ def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, proc
     code = 0
     try:
         _die_with(parent)
-        descriptors.keep_only((fd, stacks_fd, *outbox.descriptors), *console)
+        descriptors.keep_only((fd, stacks_fd, *outbox.descriptors, *prepared_descriptors()), *console)
         if memory is not None:  # before confinement, which allows a process its own limits only
             resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
         wire.forget()
