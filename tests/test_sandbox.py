@@ -161,12 +161,12 @@ def test_simfs_run_shows_a_ranks_escape_sequences_as_text(tmp_path: Path) -> Non
     """On a terminal (a pty), where rich passes what it prints through."""
     controller, terminal = pty.openpty()
     try:
-        proc = subprocess.run([sys.executable, "-m", "simfs", "run", "_sandbox_jobs:raises_escape_sequences",
-                               "--examples", "2", "--report", ""], stdout=terminal, stderr=terminal,
-                              stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=300,
-                              env={**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-                                   "TERM": "xterm", "COLUMNS": "200"})
-        shown = _drain(controller)
+        proc = subprocess.Popen([sys.executable, "-m", "simfs", "run", "_sandbox_jobs:raises_escape_sequences",
+                                 "--examples", "2", "--report", ""], stdout=terminal, stderr=terminal,
+                                stdin=subprocess.DEVNULL, cwd=tmp_path,
+                                env={**os.environ, "TERM": "xterm", "COLUMNS": "200",
+                                     "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+        shown = _read_until_exit(proc, controller, timeout=300)
     finally:
         os.close(controller)
         os.close(terminal)
@@ -176,18 +176,24 @@ def test_simfs_run_shows_a_ranks_escape_sequences_as_text(tmp_path: Path) -> Non
     assert b"\\x1b]0;pwned\\x07" in shown and b"[bold]markup[/bold]" in shown
 
 
-def _drain(fd: int) -> bytes:
+def _read_until_exit(proc: subprocess.Popen[bytes], fd: int, timeout: float) -> bytes:
+    """What ``proc`` writes to the terminal whose controller is ``fd``, read as it comes (a full
+    terminal would stop it) until it exits."""
     os.set_blocking(fd, False)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except (BlockingIOError, OSError):
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks)
+    chunks, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        exited = proc.poll() is not None
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except (BlockingIOError, OSError):
+                break
+            chunks.append(chunk)
+        if exited:
+            return b"".join(chunks)
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"simfs run did not end in {timeout:g} s: {b''.join(chunks)[-3000:]!r}")
 
 
 def test_what_a_rank_prints_reaches_the_hosts_stdout_made_visible(tmp_path: Path) -> None:
