@@ -3,14 +3,14 @@ never pickle. None, bool, 64-bit int, float, str, bytes, list and a dict of str 
 own; every other value the host takes is a tagged extension whose payload is plain fields, and the
 host rebuilds it from those fields by a rule of its own per tag: tuples, sets, dicts of other keys,
 big ints, the standard library's plain values (dates, Decimal, Fraction, paths, UUIDs, os's result
-records), numpy arrays and scalars of numeric, bytes or str dtypes only (dtype, shape and their
-bytes, never an object dtype), exceptions of the standard library's, simfs's, torch.distributed's
-and filelock's classes (their arguments and attributes), and the records simfs and scenarios
-register here (results, traces, findings: their fields). Nothing a message names can run code the
-sender chose in the host, and a message the host does not take raises Untrusted naming what it
-holds. The sending side, ``dumps``, first stands in for what the host would refuse: an exception
-of another class becomes a simfs.RankError naming it, any other object a Foreign naming its type,
-with its repr."""
+records), numpy arrays and scalars of numeric, bytes or str dtypes and torch tensors of numeric
+dtypes (dtype, shape and their bytes, never an object dtype), exceptions of the standard library's,
+simfs's, torch.distributed's and filelock's classes (their arguments and attributes), and the
+records simfs and scenarios register here (results, traces, findings: their fields). Nothing a
+message names can run code the sender chose in the host, and a message the host does not take
+raises Untrusted naming what it holds. The sending side, ``dumps``, first stands in for what the
+host would refuse: an exception of another class becomes a simfs.RankError naming it, any other
+object a Foreign naming its type, with its repr."""
 
 from __future__ import annotations
 
@@ -50,7 +50,10 @@ _DTYPE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f[248]|c(?:8|16)|[SU][0-9]{1,9})")
 
 (TUPLE, DICT, SET, FROZENSET, BIGINT, BYTEARRAY, COMPLEX, NDARRAY, NPSCALAR, DATE, DATETIME, TIME, TIMEDELTA,
  TIMEZONE, DECIMAL, FRACTION, PATH, UUID, STRUCTSEQ, RANGE, SLICE, DEQUE, ORDEREDDICT, EXCEPTION, RECORD, CALL,
- OBJECT) = range(1, 28)
+ OBJECT, TENSOR) = range(1, 29)
+# torch dtypes a tensor may have (its values; requires_grad, device and subclass stay behind)
+TENSOR_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
+                           "bool", "complex64", "complex128"})
 
 _PATHS = {cls.__name__: cls for cls in (pathlib.PurePath, pathlib.PurePosixPath, pathlib.Path, pathlib.PosixPath)}
 _STRUCTSEQS = {cls.__name__: cls for cls in (os.stat_result, os.statvfs_result, os.times_result, os.uname_result)}
@@ -207,6 +210,11 @@ def _other(obj: Any, depth: int) -> Any:
         if isinstance(obj, numpy.generic):
             return _ext(NPSCALAR, [obj.dtype.str, obj.tobytes()])
         return _ext(NDARRAY, [obj.dtype.str, list(obj.shape), numpy.ascontiguousarray(obj).tobytes()])
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        tensor = _tensor(torch, obj)
+        if tensor is not None:
+            return tensor
     if isinstance(obj, BaseException):
         return _exception(obj, depth)
     if _registered(cls):
@@ -221,6 +229,20 @@ def _other(obj: Any, depth: int) -> Any:
         builder, args = reduced
         return _ext(CALL, [builder.__module__, builder.__qualname__, [_wire(a, depth) for a in args]])
     return _wire(Foreign(f"{cls.__module__}.{cls.__qualname__}", _text(repr, obj)[:2000]), depth)
+
+
+def _tensor(torch: Any, tensor: Any) -> Ext | None:
+    """A tensor's dtype, shape and bytes (on the CPU), or None when it has none of its own (a
+    distributed or meta tensor, a dtype not listed): it crosses as a Foreign."""
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    if dtype not in TENSOR_DTYPES:
+        return None
+    try:
+        flat = tensor.detach().cpu().contiguous()
+        data = flat.reshape(-1).view(torch.uint8).numpy().tobytes()
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        return None
+    return _ext(TENSOR, [dtype, list(flat.shape), data])
 
 
 def _exception(exc: BaseException, depth: int) -> Any:
@@ -373,6 +395,23 @@ def _numpy() -> Any:
     return numpy
 
 
+def _torch_tensor(fields: Any) -> Any:
+    dtype, shape, data = _fixed(fields, 3, "a tensor")
+    if dtype not in TENSOR_DTYPES:
+        raise Untrusted(f"a tensor of dtype {dtype!r}")
+    import torch
+
+    kind = getattr(torch, dtype)
+    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+        raise Untrusted(f"a tensor's shape: {shape!r}")
+    size = torch.empty((), dtype=kind).element_size()
+    if not isinstance(data, bytes) or len(data) != math.prod(shape) * size:
+        raise Untrusted(f"a tensor of shape {shape} and dtype {dtype} with the wrong number of bytes")
+    if not data:
+        return torch.empty(shape, dtype=kind)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(kind).reshape(shape)
+
+
 def _dtype(numpy: Any, text: Any) -> Any:
     if not isinstance(text, str) or not _DTYPE.fullmatch(text):
         raise Untrusted(f"an array of dtype {text!r}: plain numbers, bytes and str only")
@@ -466,6 +505,7 @@ _RULES: dict[int, Callable[[_Hook, Any], Any]] = {
     COMPLEX: lambda h, f: complex(*(_of(part, (int, float), "a complex number") for part in _fixed(f, 2, "complex"))),
     NDARRAY: lambda h, f: _array(f),
     NPSCALAR: lambda h, f: _scalar(f),
+    TENSOR: lambda h, f: _torch_tensor(f),
     DATE: lambda h, f: datetime.date(*_fixed(f, 3, "a date")),
     DATETIME: lambda h, f: _datetime(f),
     TIME: lambda h, f: _time(f),

@@ -88,6 +88,17 @@ def test_numpy_arrays_and_scalars_cross_as_dtype_shape_and_bytes(dtype: str) -> 
     assert type(again) is type(scalar) and again == scalar
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64", "uint8", "bool", "complex64"])
+def test_tensors_cross_as_dtype_shape_and_bytes(dtype: str) -> None:
+    import torch
+
+    tensor = torch.arange(12).to(getattr(torch, dtype)).reshape(3, 4)[:, ::2]  # not contiguous
+    back = plaindata.load(plaindata.dumps({"t": tensor, "empty": tensor[:0],
+                                           "parameter": torch.nn.Parameter(torch.ones(2))}))
+    assert back["t"].dtype == tensor.dtype and torch.equal(back["t"], tensor)
+    assert back["empty"].shape == (0, 2) and torch.equal(back["parameter"], torch.ones(2))
+
+
 def test_standard_exceptions_cross_with_their_fields() -> None:
     error = plaindata.load(plaindata.dumps(FileExistsError(17, "File exists", "/x")))
     assert isinstance(error, FileExistsError) and (error.errno, error.strerror, error.filename) == (17, "File exists",
@@ -111,6 +122,8 @@ FORGED = {
     "short array": _message(plaindata.NDARRAY, ["<f8", [4], b"\x00" * 8]),
     "negative shape": _message(plaindata.NDARRAY, ["<f8", [-1], b""]),
     "object scalar": _message(plaindata.NPSCALAR, ["|O", b"\x00" * 8]),
+    "a tensor of an unknown dtype": _message(plaindata.TENSOR, ["qint8", [1], b"\x00"]),
+    "a short tensor": _message(plaindata.TENSOR, ["float64", [2], b"\x00" * 8]),
     "os.system as an exception": _message(plaindata.EXCEPTION, ["posix", "system", ["true"], {}]),
     "eval as an exception": _message(plaindata.EXCEPTION, ["builtins", "eval", ["1"], {}]),
     "a dotted name": _message(plaindata.EXCEPTION, ["builtins", "ValueError.__init__", [], {}]),
