@@ -33,7 +33,7 @@ memfd_create = os.memfd_create
 kill = os.kill
 waitpid = os.waitpid
 waitid = os.waitid
-select = _select.select
+poll = _select.poll
 fcntl = _fcntl.fcntl
 builtin_open = builtins.open
 io_open = io.open
@@ -44,3 +44,12 @@ sleep = time.sleep
 time_time = time.time
 allocate_lock = _thread.allocate_lock
 start_new_thread = _thread.start_new_thread
+
+
+def readable(fds: list[int], timeout: float | None) -> list[int]:
+    """Which of ``fds`` can be read (or are at their end) within ``timeout`` seconds (None: wait
+    until one can): poll(2), which, unlike select(2), takes descriptors above 1023."""
+    poller = poll()
+    for fd in fds:
+        poller.register(fd, _select.POLLIN)
+    return [fd for fd, _ in poller.poll(None if timeout is None else max(0, int(timeout * 1000)))]

@@ -11,6 +11,7 @@ from . import _real
 from .visible import VisibleDecoder
 
 _CHUNK = 1 << 16
+_BURST = 1 << 20  # bytes shown per call of pump
 
 
 def pipe() -> tuple[int, int]:
@@ -36,12 +37,13 @@ class Relay:
         return list(self._open)
 
     def pump(self, fd: int) -> None:
-        """Show what ``fd`` holds now; at its end, close it."""
+        """Show what ``fd`` holds now, at most _BURST bytes (a writer that never stops cannot keep the
+        caller here); at its end, close it."""
         entry = self._open.get(fd)
         if entry is None:
             return
         decoder, stream = entry
-        while True:
+        for _ in range(_BURST // _CHUNK):
             try:
                 data = _real.read(fd, _CHUNK)
             except BlockingIOError:
@@ -62,8 +64,7 @@ class Relay:
         seconds; then close what is still open."""
         deadline = _real.monotonic() + timeout
         while self._open and (left := deadline - _real.monotonic()) > 0:
-            ready, _, _ = _real.select(self.fds, [], [], left)
-            for fd in ready:
+            for fd in _real.readable(self.fds, left):
                 self.pump(fd)
         self.close()
 

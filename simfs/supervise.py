@@ -11,7 +11,6 @@ from __future__ import annotations
 import faulthandler
 import mmap
 import os
-import select
 import signal
 import struct
 import sys
@@ -176,7 +175,7 @@ def _supervise(pid: int, fd: int, beat: mmap.mmap, stacks: Any, watchdog: float,
     started = _real.monotonic()
     try:
         while True:
-            ready, _, _ = select.select([fd, *console.fds], [], [], 0.1)
+            ready = _real.readable([fd, *console.fds], 0.1)
             for output in ready:
                 console.pump(output)
             if fd in ready:
@@ -216,7 +215,7 @@ def _after_interrupt(pid: int, fd: int, console: Relay) -> bytes | None:
     chunks: list[bytes] = []
     deadline = _real.monotonic() + 5.0
     while _real.monotonic() < deadline:
-        ready, _, _ = select.select([fd, *console.fds], [], [], 0.1)
+        ready = _real.readable([fd, *console.fds], 0.1)
         for output in ready:
             console.pump(output)
         if fd in ready:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -344,3 +345,24 @@ def test_a_parallel_torch_op_in_a_rank_after_the_host_used_its_thread_pool() -> 
     assert float((torch.ones(4_000_000) * 2).sum()) == 8_000_000.0  # the host's pool is running
     result = simfs.Cluster(nodes=1, ranks_per_node=2, watchdog=10).run(large_copy)
     assert result.returns == {0: 1_000_000, 1: 1_000_000}, result.summary()
+
+
+def _prints_and_returns() -> int:
+    print("printed by the rank")
+    return 7
+
+
+def test_a_host_holding_more_than_1023_descriptors_serves_its_ranks(capfd: pytest.CaptureFixture[str]) -> None:
+    """The host waits on its ranks with poll(2), not select(2), whose sets end at descriptor 1023:
+    a host with many open files (or a run of hundreds of ranks) still hears its ranks."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 4096), hard), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        result = simfs.Cluster(1, 2).run(_prints_and_returns)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert result.ok and result.returns == {0: 7, 1: 7}, result.summary()
+    assert capfd.readouterr().out.count("printed by the rank") == 2

@@ -6,14 +6,17 @@ objects that still name them close a harmless descriptor later."""
 
 from __future__ import annotations
 
+import io
 import os
+import sys
 
 from .. import _real
 
 
 def keep_only(keep: tuple[int, ...], stdout: int, stderr: int) -> None:
     """Make 0 /dev/null, 1 ``stdout`` and 2 ``stderr`` (pipe write ends, closed here after), and
-    every other descriptor but ``keep`` /dev/null."""
+    every other descriptor but ``keep`` /dev/null; ``sys.stdin``, ``sys.stdout`` and ``sys.stderr``
+    then read and write 0, 1 and 2 (the parent's may have been a capture of its own, pytest's)."""
     null = _real.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(stdout, 1)
@@ -27,3 +30,13 @@ def keep_only(keep: tuple[int, ...], stdout: int, stderr: int) -> None:
             except OSError:
                 pass  # the descriptor listdir itself used, already closed
     _real.close(null)
+    sys.stdin = _stream(0, "r")
+    sys.stdout = _stream(1, "w")
+    sys.stderr = _stream(2, "w")
+
+
+def _stream(fd: int, mode: str) -> io.TextIOWrapper:
+    """A text stream on ``fd``, as a new process's own (line-buffered: what it prints reaches its
+    parent line by line)."""
+    return io.TextIOWrapper(io.FileIO(fd, mode, closefd=False), encoding="utf-8", errors="backslashreplace",
+                            line_buffering=True)

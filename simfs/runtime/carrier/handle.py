@@ -64,7 +64,7 @@ class RankProcess:
         if self.reaped:
             return True
         if self.pidfd is not None:
-            return bool(_real.select([self.pidfd], [], [], seconds)[0])
+            return bool(_real.readable([self.pidfd], seconds))
         deadline = _real.monotonic() + seconds
         while True:
             try:

@@ -197,7 +197,7 @@ class ProcessCarrier:
         if rank.pidfd is not None:
             watched.append(rank.pidfd)
         while True:
-            ready, _, _ = _real.select(watched, [], [])
+            ready = _real.readable(watched, None)
             for fd in rank.outputs:
                 if fd in ready:
                     self.relay.pump(fd)
