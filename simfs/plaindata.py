@@ -50,7 +50,7 @@ _DTYPE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f[248]|c(?:8|16)|[SU][0-9]{1,9})")
 
 (TUPLE, DICT, SET, FROZENSET, BIGINT, BYTEARRAY, COMPLEX, NDARRAY, NPSCALAR, DATE, DATETIME, TIME, TIMEDELTA,
  TIMEZONE, DECIMAL, FRACTION, PATH, UUID, STRUCTSEQ, RANGE, SLICE, DEQUE, ORDEREDDICT, EXCEPTION, RECORD, CALL,
- OBJECT, TENSOR) = range(1, 29)
+ OBJECT, TENSOR, SURROGATES) = range(1, 30)
 # torch dtypes a tensor may have (its values; requires_grad, device and subclass stay behind)
 TENSOR_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
                            "bool", "complex64", "complex128"})
@@ -88,7 +88,7 @@ def register(*objects: type | Callable[..., Any]) -> None:
 
 def loadable(cls: type) -> bool:
     """The host loads instances of ``cls`` from a confined child's message (records included)."""
-    return cls in _NATIVE or cls in _ENCODERS or _registered(cls) or _standard_exception(cls)
+    return cls in _BUILTIN or cls in _ENCODERS or _registered(cls) or _standard_exception(cls)
 
 
 def dumps(value: Any) -> bytes:
@@ -119,13 +119,16 @@ def wire(value: Any) -> Any:
 
 
 # -- sending ---------------------------------------------------------------------------------------
-_NATIVE = frozenset({type(None), bool, float, str, bytes})
+_NATIVE = frozenset({type(None), bool, float, bytes})
+_BUILTIN = _NATIVE | {str, int, list, tuple, dict}  # msgpack's own, or rebuilt as themselves
 
 
 def _wire(obj: Any, depth: int) -> Any:
     kind = type(obj)
     if kind in _NATIVE:
         return obj
+    if kind is str:
+        return obj if _utf8(obj) else _ext(SURROGATES, obj.encode("utf-8", "surrogatepass"))
     if kind is int:
         return obj if -(1 << 63) <= obj < 1 << 64 else _ext(BIGINT, format(obj, "x"))
     if depth > MAX_DEPTH:
@@ -134,7 +137,7 @@ def _wire(obj: Any, depth: int) -> Any:
     if kind is list:
         return obj if _flat(obj) else [_wire(item, depth) for item in obj]
     if kind is dict:
-        if all(type(key) is str for key in obj):
+        if all(type(key) is str for key in obj) and _utf8("".join(obj)):
             return obj if _flat(obj.values()) else {key: _wire(item, depth) for key, item in obj.items()}
         return _ext(DICT, [_wire(part, depth) for pair in obj.items() for part in pair])
     if kind is tuple:
@@ -145,16 +148,29 @@ def _wire(obj: Any, depth: int) -> Any:
     return _other(obj, depth)
 
 
-_SCALARS = frozenset({type(None), bool, float, str, bytes})
+_SCALARS = frozenset({type(None), bool, float, bytes})
 _NUMBERS = frozenset({bool, float, int})
 
 
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is valid as UTF-8 (not a name decoded with surrogateescape, say)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _flat(items: Any) -> bool:
-    """Whether ``items`` are all msgpack's own scalars (ints of 64 bits), told at C speed: a list of
-    floats or of names crosses without a call per item."""
+    """Whether ``items`` are all msgpack's own scalars (ints of 64 bits, UTF-8 text), told at C
+    speed: a list of floats or of names crosses without a call per item."""
     kinds = set(map(type, items))
     if kinds <= _SCALARS:
         return True
+    if kinds == {str}:
+        return _utf8("".join(items))
     if int in kinds and kinds <= _NUMBERS:  # a NaN among them fails both tests: the slow path decides
         return bool(min(items) >= -(1 << 63) and max(items) < 1 << 64)
     return False
@@ -506,6 +522,7 @@ _RULES: dict[int, Callable[[_Hook, Any], Any]] = {
     NDARRAY: lambda h, f: _array(f),
     NPSCALAR: lambda h, f: _scalar(f),
     TENSOR: lambda h, f: _torch_tensor(f),
+    SURROGATES: lambda h, f: _of(f, bytes, "a text").decode("utf-8", "surrogatepass"),
     DATE: lambda h, f: datetime.date(*_fixed(f, 3, "a date")),
     DATETIME: lambda h, f: _datetime(f),
     TIME: lambda h, f: _time(f),

@@ -96,3 +96,10 @@ def test_a_rank_message_of_the_wrong_shape_is_refused(fields: list[Any]) -> None
 def _framed(message: Any) -> bytes:
     data = plaindata.dumps(message)
     return len(data).to_bytes(8, "big") + data
+
+
+def test_a_request_about_a_name_that_is_not_utf8_crosses() -> None:
+    name = "/shared/" + b"caf\xe9".decode("utf-8", "surrogateescape")
+    message = messages.decode(messages.call(1, "sys", f"job.py:3 in open {name}", ("stat", (name,), {})))
+    assert isinstance(message, messages.Call) and message.args == ["stat", (name,), {}]
+    assert "\\udce9" in message.where  # a text field: written as its escape

@@ -247,3 +247,18 @@ def test_what_ranks_return_or_raise_in_a_search_runs_nothing_here(tmp_path: Path
     assert isinstance(returned.results[0].returns[0]["value"], simfs.Foreign)
     error = raised.results[0].errors[0]
     assert isinstance(error, RuntimeError) and str(error) == "carries a canary"
+
+
+def test_text_that_is_not_utf8_crosses_as_itself() -> None:
+    """A name os.listdir decoded with surrogateescape (a file named in Latin-1), as text, in a
+    list, as a key and in an exception's filename."""
+    name = b"caf\xe9".decode("utf-8", "surrogateescape")
+    value = {"name": name, "names": [name, "plain"], name: 1, "error": FileNotFoundError(2, "No such file", name)}
+    back = plaindata.load(plaindata.dumps(value))
+    assert back["name"] == name and back["names"] == [name, "plain"] and back[name] == 1
+    assert back["error"].filename == name
+
+
+def test_every_builtin_container_and_scalar_is_loadable() -> None:
+    for cls in (type(None), bool, int, float, str, bytes, list, tuple, dict, set, frozenset, complex):
+        assert plaindata.loadable(cls), cls

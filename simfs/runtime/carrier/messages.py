@@ -66,7 +66,7 @@ _decode = msgspec.msgpack.Decoder(FromRank, ext_hook=plaindata.ext_hook(records=
 
 def call(tid: int, op: str, where: str, args: tuple[Any, ...]) -> bytes:
     """A request, its arguments as plain data."""
-    return _encode(Call(tid, op, where[:MAX_TEXT], plaindata.wire(list(args))))
+    return _encode(Call(tid, op, text(where), plaindata.wire(list(args))))
 
 
 def encode(message: Hello | Done | Raised | Unsendable) -> bytes:
@@ -84,5 +84,10 @@ def decode(data: bytes) -> FromRank:
 
 
 def text(value: str) -> str:
-    """A text cut to what a message carries."""
-    return value if len(value) <= MAX_TEXT else value[:MAX_TEXT - 40] + f"... ({len(value)} characters in all)"
+    """A text as a message carries it: at most MAX_TEXT characters, valid UTF-8 (a character that
+    is not, a surrogate of a name decoded with surrogateescape, written as its escape)."""
+    if len(value) > MAX_TEXT:
+        value = value[:MAX_TEXT - 40] + f"... ({len(value)} characters in all)"
+    if not value.isascii():
+        value = value.encode("utf-8", "backslashreplace").decode()
+    return value
