@@ -9,8 +9,9 @@ simfs's, torch.distributed's and filelock's classes (their arguments and attribu
 records simfs and scenarios register here (results, traces, findings: their fields). Nothing a
 message names can run code the sender chose in the host, and a message the host does not take
 raises Untrusted naming what it holds. The sending side, ``dumps``, first stands in for what the
-host would refuse: an exception of another class becomes a simfs.RankError naming it, any other
-object a Foreign naming its type, with its repr."""
+host would refuse: an exception of another class crosses as its names, builtin bases, arguments and
+text, which the host rebuilds as a simfs.RankError that keeps those bases (rankerrors.py), any other
+object as a Foreign naming its type, with its repr."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from typing import Any, cast
 import msgspec
 from msgspec.msgpack import Ext
 
-from .errors import RankError
+from . import rankerrors
 
 # exception classes the host rebuilds, by module: the standard library's that file and process code
 # raises (importing these modules runs nothing of note), simfs's, torch.distributed's and filelock's
@@ -45,12 +46,14 @@ EXCEPTION_MODULES = frozenset({
 })
 MAX_DEPTH = 100  # tagged values inside tagged values: deeper messages are refused, not recursed into
 MAX_TEXT = 1 << 20  # characters of a big int's (hexadecimal) or a Decimal's text
+MAX_NAME = 1024  # characters of a rank's exception class's module or qualified name
+MAX_BASES = 16  # builtin classes a rank's exception class derives from
 # numpy dtypes an array may have: booleans, integers, floats and complex numbers, fixed bytes and str
 _DTYPE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f[248]|c(?:8|16)|[SU][0-9]{1,9})")
 
 (TUPLE, DICT, SET, FROZENSET, BIGINT, BYTEARRAY, COMPLEX, NDARRAY, NPSCALAR, DATE, DATETIME, TIME, TIMEDELTA,
  TIMEZONE, DECIMAL, FRACTION, PATH, UUID, STRUCTSEQ, RANGE, SLICE, DEQUE, ORDEREDDICT, EXCEPTION, RECORD, CALL,
- OBJECT, TENSOR, SURROGATES) = range(1, 30)
+ OBJECT, TENSOR, SURROGATES, RANK_EXCEPTION) = range(1, 31)
 # torch dtypes a tensor may have (its values; requires_grad, device and subclass stay behind)
 TENSOR_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
                            "bool", "complex64", "complex128"})
@@ -263,7 +266,7 @@ def _tensor(torch: Any, tensor: Any) -> Ext | None:
 
 def _exception(exc: BaseException, depth: int) -> Any:
     cls = type(exc)
-    if _standard_exception(cls) or _registered(cls):
+    if (_standard_exception(cls) or _registered(cls)) and not getattr(cls, "simfs_rebuilt", False):
         try:
             reduced = exc.__reduce__()
             if reduced[0] is cls and type(reduced[1]) is tuple:
@@ -275,7 +278,9 @@ def _exception(exc: BaseException, depth: int) -> Any:
             raise
         except Exception:  # noqa: BLE001 - its own __reduce__ failed: it crosses as a RankError
             pass
-    return _wire(RankError(f"{cls.__module__}.{cls.__qualname__}", _text(str, exc)), depth)
+    module, qualname, bases, text, args, fields = rankerrors.described(exc)
+    return _ext(RANK_EXCEPTION, [module, qualname, bases, text, [_wire(a, depth) for a in args],
+                                 {k: _wire(v, depth) for k, v in fields.items()}])
 
 
 def _reduced_by_builder(obj: Any) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
@@ -476,6 +481,19 @@ def _exception_rule(hook: _Hook, fields: Any) -> BaseException:
     return error
 
 
+def _rank_exception(fields: Any) -> BaseException:
+    module, qualname, bases, text, args, attributes = _fixed(fields, 6, "a rank's exception")
+    for name in (module, qualname):
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME:
+            raise Untrusted(f"a rank's exception named by {name!r}")
+    bases = _of(bases, list, "a rank's exception's bases")
+    if len(bases) > MAX_BASES or not all(isinstance(b, str) and rankerrors.builtin_exception(b) for b in bases):
+        raise Untrusted(f"a rank's exception with bases {bases!r}")
+    attributes = _of(attributes, dict, "a rank's exception's attributes")
+    return rankerrors.rebuild(module, qualname, bases, _of(text, str, "a rank's exception's text"),
+                              _of(args, list, "a rank's exception's arguments"), attributes)
+
+
 def _record(hook: _Hook, fields: Any) -> Any:
     module, name, values = _fixed(fields, 3, "a record")
     cls = _named(hook, module, name, "a record")
@@ -539,6 +557,7 @@ _RULES: dict[int, Callable[[_Hook, Any], Any]] = {
                                           _of(f[1], (int, type(None)), "a deque's length")),
     ORDEREDDICT: lambda h, f: collections.OrderedDict(_pairs(f, "an ordered dict")),
     EXCEPTION: _exception_rule,
+    RANK_EXCEPTION: lambda h, f: _rank_exception(f),
     RECORD: _record,
     CALL: _call,
     OBJECT: lambda h, f: _object(h, f),

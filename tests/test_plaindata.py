@@ -175,7 +175,7 @@ def test_what_the_host_would_refuse_crosses_as_its_stand_in(inner: Any) -> None:
     assert isinstance(back["mine"], simfs.Foreign) and back["mine"].type_name == f"{__name__}._Plain"
     assert back["cls"] == simfs.Foreign(f"{__name__}._Plain", "a class or function")
     assert isinstance(back["error"], simfs.RankError) and back["error"].type_name == f"{__name__}._Mine"
-    assert back["error"].message == str(value["error"])
+    assert back["error"].message == str(value["error"]) and isinstance(back["error"], ValueError)
     assert isinstance(back["objects"], simfs.Foreign) and back["objects"].type_name == "numpy.ndarray"
     assert math.isnan(back["nan"])
 
