@@ -21,7 +21,7 @@ SYSCALLS = (
     "stat", "lstat", "fstat", "access", "listdir", "scandir", "readlink", "statvfs", "fstatvfs",
     "getcwd", "getcwdb", "chdir", "mkdir", "rmdir", "unlink", "remove", "rename", "replace", "link",
     "symlink", "chmod", "fchmod", "chown", "fchown", "utime", "truncate", "open", "close", "read",
-    "pread", "write", "pwrite", "lseek", "fsync", "fdatasync", "ftruncate", "dup2", "isatty",
+    "pread", "write", "pwrite", "lseek", "fsync", "fdatasync", "ftruncate", "dup2", "isatty", "sync",
 )
 # calls whose first argument is a descriptor: 0-2 are the process's console (runtime/console.py)
 _FD_CALLS = {"fstat", "close", "read", "write", "isatty", "fsync", "fdatasync", "lseek", "ftruncate", "dup",
@@ -167,15 +167,6 @@ def _not_a_terminal(task: Task, fd: int) -> str:
     raise OSError(errno.ENOTTY, os.strerror(errno.ENOTTY))
 
 
-def _sync(task: Task) -> None:
-    """sync(2): every dirty file of the process's node reaches its server."""
-    proc = task.context
-    for mount in proc.sys.vfs.mounts:
-        client = mount.clients[proc.node]
-        for ino in list(client.dirty):
-            client.flush(ino)
-
-
 _SPECIAL: dict[str, Callable[..., Any]] = {
     "_exit": _exit, "abort": _abort, "closerange": _closerange,
     "lchown": lambda task, path, uid, gid: task.context.sys.chown(path, uid, gid, follow_symlinks=False),
@@ -184,7 +175,7 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "get_inheritable": lambda task, fd: (task.context.sys._fd(fd), False)[1],
     "set_inheritable": lambda task, fd, inheritable: (task.context.sys._fd(fd), None)[1],
     "device_encoding": lambda task, fd: (task.context.sys._fd(fd), None)[1],
-    "dup": _dup, "umask": _umask, "register_at_fork": lambda task, **hooks: None, "sync": _sync, "nice": _nice,
+    "dup": _dup, "umask": _umask, "register_at_fork": lambda task, **hooks: None, "nice": _nice,
     "wait": _no_children, "waitpid": _no_children, "wait3": _no_children, "wait4": _no_children,
     "waitid": _no_children,
     "getpgid": lambda task, pid: task.context.settings.get("pgid", task.context.pid),

@@ -99,15 +99,7 @@ def _lockf(task: Task, fd: Any, cmd: int, len: int = 0, start: int = 0, whence: 
 def _fcntl(task: Task, fd: Any, cmd: int, arg: Any = 0) -> Any:
     if _descriptor(fd) < FD_BASE:
         return original(fcntl, "fcntl")(fd, cmd, arg)
-    of = task.context.sys._fd(fd)
-    if cmd == fcntl.F_GETFD:
-        return fcntl.FD_CLOEXEC
-    if cmd == fcntl.F_GETFL:
-        return of.flags
-    if cmd in (fcntl.F_SETFD, fcntl.F_SETFL):
-        return 0
-    raise BypassError(f"fcntl.fcntl(cmd={cmd})", "record locks through fcntl() are not simulated",
-                      "use fcntl.lockf() or fcntl.flock()")
+    return task.context.sys.fcntl(_descriptor(fd), cmd, arg)
 
 
 def _ioctl(task: Task, fd: Any, *args: Any) -> Any:

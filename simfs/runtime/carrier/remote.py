@@ -15,6 +15,7 @@ from ...errors import SimfsError
 from ..importreads import from_import_system
 from ..process import FD_BASE, Process
 from ..scheduler import Task, current_task
+from ..syscalls import CALLS
 from ..syscalls.dirent import DirEntry, ScandirIterator
 
 if TYPE_CHECKING:
@@ -161,9 +162,10 @@ class RemoteSyscalls:
         self._import_reads = 0
 
     def __getattr__(self, name: str) -> Any:
+        if name not in CALLS:  # the host's state (its vfs, its descriptor table) is not here
+            raise AttributeError(f"simfs defect: rank-side code read {name!r} of the system calls, which only the "
+                                 "host holds; ask the host for it by a system call")
         method = getattr(self.local, name)
-        if name.startswith("_") or not callable(method):
-            return method
 
         def call(*args: Any, **kwargs: Any) -> Any:
             by_fd = bool(args) and type(args[0]) is int

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import SimfsError
 from ..scheduler import DONE
-from ..syscalls import Syscalls
+from ..syscalls import CALLS
 from ..syscalls.dirent import ScandirIterator
 from ..waitqueue import WaitQueue
 from .handle import Forward, RankProcess
@@ -19,10 +19,6 @@ from .handle import Forward, RankProcess
 if TYPE_CHECKING:
     from ..machine import Machine
     from ..scheduler import Scheduler
-
-# what a rank may ask of its Syscalls: the public system calls, nothing else of the host's object
-SYSCALLS = frozenset(name for name in dir(Syscalls) if not name.startswith("_") and callable(getattr(Syscalls, name))
-                     and name not in ("exit_process",))
 
 
 class ProcessRequests:
@@ -45,7 +41,7 @@ class ProcessRequests:
 
     def sys(self, rank: RankProcess, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], importing: bool,
             umask: int) -> Any:
-        if name not in SYSCALLS or type(args) is not tuple or type(kwargs) is not dict:
+        if name not in CALLS or type(args) is not tuple or type(kwargs) is not dict:
             raise SimfsError(f"simfs: a rank process asked for system call {name!r}, which does not exist")
         rank.proc.umask = int(umask) & 0o777
         self._importing = bool(importing)

@@ -10,3 +10,8 @@ from .namespace import NamespaceCalls
 
 class Syscalls(MetadataCalls, NamespaceCalls, FileCalls):
     """The system calls of one simulated process."""
+
+
+# what a process may ask of its Syscalls (a rank process by request): the public system calls
+CALLS = frozenset(name for name in dir(Syscalls) if not name.startswith("_") and callable(getattr(Syscalls, name))
+                  and name != "exit_process")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import posixpath
 from typing import Any
@@ -268,6 +269,26 @@ class FileCalls(SyscallsBase):
     def descriptors(self, low: int, high: int) -> list[int]:
         """The simulated descriptors the process has open in [low, high)."""
         return [fd for fd in self.proc.fds if low <= fd < high]
+
+    def sync(self) -> None:
+        """sync(2): every dirty file of the process's node reaches its server."""
+        for mount in self.vfs.mounts:
+            client = mount.clients[self.proc.node]
+            for ino in list(client.dirty):
+                client.flush(ino)
+
+    def fcntl(self, fd: int, cmd: int, arg: Any = 0) -> int:
+        """fcntl(2) on a simulated descriptor: its flags (F_GETFD, F_GETFL); setting them is
+        accepted (close-on-exec, O_NONBLOCK: nothing here differs); record locks are refused."""
+        of = self._fd(fd)
+        if cmd == fcntl.F_GETFD:
+            return fcntl.FD_CLOEXEC
+        if cmd == fcntl.F_GETFL:
+            return of.flags
+        if cmd in (fcntl.F_SETFD, fcntl.F_SETFL):
+            return 0
+        raise BypassError(f"fcntl.fcntl(cmd={cmd})", "record locks through fcntl() are not simulated",
+                          "use fcntl.lockf() or fcntl.flock()")
 
     def exit_process(self) -> None:
         """The process ends: the kernel closes what it left open (flushing dirty data)."""
