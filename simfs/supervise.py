@@ -14,7 +14,6 @@ import os
 import signal
 import struct
 import sys
-import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterable
@@ -62,7 +61,7 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, readabl
     checks.number("isolated", "watchdog", watchdog, 0.0, 86400.0, lo_open=True, unit=" real seconds")
     beat = mmap.mmap(-1, _BEAT.size)  # shared with the child: its last sign of life
     _BEAT.pack_into(beat, 0, _real.monotonic())
-    with tempfile.TemporaryFile() as stacks:
+    with os.fdopen(os.memfd_create("simfs-isolated-stacks"), "w+b") as stacks:  # no file in TMPDIR
         read_end, write_end = os.pipe()
         (out, out_w), (err, err_w) = relay.pipe(), relay.pipe()
         sys.stdout.flush()

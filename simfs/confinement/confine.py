@@ -114,6 +114,7 @@ def confine(writable: Iterable[str] = (), kind: str = "rank", extra_readable: It
         raise RuntimeError(f"confine: the process has {threads} threads, the kernel would confine only the "
                            "calling one; confine before starting any thread")
     kernel.prctl(kernel.PR_SET_NO_NEW_PRIVS, 1)
+    _confined_here[0] = True
     confined: dict[str, str] = {}
     if capabilities.held():
         capabilities.drop()
@@ -143,6 +144,14 @@ def confine(writable: Iterable[str] = (), kind: str = "rank", extra_readable: It
             needs += ["a seccomp filter"] if by_filter else []
             unconfined[what] = f"needs {' or '.join(needs)}; here: {have}" + (f", {no_filter}" if by_filter else "")
     return Confinement(version, confined, unconfined)
+
+
+_confined_here = [False]
+
+
+def confined_here() -> bool:
+    """Whether this process confined itself (or was forked from one that did)."""
+    return _confined_here[0]
 
 
 # the Landlock ruleset prepare() made: ((what it lets be read, written), its descriptor)

@@ -6,7 +6,6 @@ request: exactly one thread of the cluster runs at a time."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pickle
 import socket
@@ -16,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from ... import _real, plaindata, relay
 from ...confinement import Confinement
-from ...confinement.confine import prepare as prepare_confinement
 from ...confinement.confine import release as release_confinement
 from ...errors import OutsideSimulation, RankDied, RankError, RankOutOfMemory, SimfsError
 from ...relay import Relay
@@ -30,6 +28,7 @@ from . import rank as rank_side
 from .handle import Forward, RankProcess
 from .hostdist import DistRequests
 from .outbox import Outboxes
+from .preload import preload
 from .requests import ProcessRequests
 
 if TYPE_CHECKING:
@@ -38,26 +37,6 @@ if TYPE_CHECKING:
     from ..scheduler import Scheduler
 
 
-
-# numpy.random: numpy imports it on first use (~17 ms); torch._dynamo: DDP, FSDP2, DTensor and
-# torch.compile import it (about 1.5 s and 800 modules, sympy's among them), which rank processes
-# would otherwise each pay one after another
-_PRELOADED = ("numpy", "numpy.random", "torch", "torch._dynamo")
-
-
-def preload() -> None:
-    """Import numpy and torch (when installed) before forking: every rank then starts with them
-    imported (a fork shares their pages; importing torch in each rank takes a second or more),
-    and their global generators seeded from the run's seed (rank.py), not at a later import."""
-    for name in _PRELOADED:
-        parent = name.rpartition(".")[0]
-        if parent and sys.modules.get(parent) is None:
-            continue  # its package is not installed, or blocked (sys.modules[name] = None)
-        if name not in sys.modules and importlib.util.find_spec(name) is not None:
-            importlib.import_module(name)
-    if "torch.distributed" in sys.modules:  # what a rank process running c10d sets up (simfs/c10d)
-        importlib.import_module("simfs.c10d.install").prepare()
-    prepare_confinement()
 
 _GRACE = 1.0  # real seconds a rank process whose socket ended gets to end too; the pipes after the run
 

@@ -1,0 +1,73 @@
+"""What a process that forks rank processes imports first, so that every rank starts with it (a
+fork shares its pages; importing torch in each rank takes a second or more), leaving the caller as
+it was: importing torch._dynamo sets TORCHINDUCTOR_CACHE_DIR in os.environ and makes that directory
+under the temporary directory, both put back here. In a confined process (simfs.isolated's child),
+which may make no directory, the import is given one that exists."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+
+from ... import _real
+from ...confinement.confine import confined_here
+from ...confinement.confine import prepare as prepare_confinement
+
+# numpy.random: numpy imports it on first use (~17 ms); torch._dynamo: DDP, FSDP2, DTensor and
+# torch.compile import it (about 1.5 s and 800 modules, sympy's among them), which rank processes
+# would otherwise each pay one after another
+PRELOADED = ("numpy", "numpy.random", "torch", "torch._dynamo")
+# torch/_inductor/runtime/cache_dir_utils.py: importing torch._dynamo sets it and makes the directory
+CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def preload() -> None:
+    """Import numpy and torch (when installed), and make what rank processes need prepared once
+    (c10d's, the kernel's confinement ruleset); their global generators are seeded from the run's
+    seed in each rank (rank.py), not at a later import."""
+    for name in PRELOADED:
+        parent = name.rpartition(".")[0]
+        if parent and sys.modules.get(parent) is None:
+            continue  # its package is not installed, or blocked (sys.modules[name] = None)
+        if name not in sys.modules and importlib.util.find_spec(name) is not None:
+            with kept():
+                if confined_here():  # it may make no directory: torch._dynamo's cache names one that exists
+                    os.environ.setdefault(CACHE_DIR, "/")
+                importlib.import_module(name)
+    if "torch.distributed" in sys.modules:  # what a rank process running c10d sets up (simfs/c10d)
+        importlib.import_module("simfs.c10d.install").prepare()
+    prepare_confinement()
+
+
+@contextlib.contextmanager
+def kept() -> Iterator[None]:
+    """Run the block (an import); then put os.environ back as it was, and remove each empty
+    directory a variable the block set names, when the block made it."""
+    environ = dict(os.environ)
+    started = _real.time_time()
+    try:
+        yield
+    finally:
+        changed = {key: value for key, value in os.environ.items() if environ.get(key) != value}
+        for key in changed:
+            if key in environ:
+                os.environ[key] = environ[key]
+            else:
+                del os.environ[key]
+        for value in changed.values():
+            _remove_if_made(value, started)
+
+
+def _remove_if_made(path: str, since: float) -> None:
+    """Remove ``path`` if it is an empty directory made at or after ``since`` (real seconds)."""
+    if not os.path.isabs(path):
+        return
+    try:
+        if os.stat(path).st_ctime >= since and not os.listdir(path):
+            os.rmdir(path)
+    except OSError:  # not a directory, not there, or not empty by now: left as it is
+        pass
