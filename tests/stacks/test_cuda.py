@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import simfs
-from simfs.runtime.carrier.host import preload
+from simfs.runtime.carrier import preload
 from simfs.runtime.carrier.nocuda import WHY
 
 
