@@ -244,7 +244,8 @@ class Machine:
         main = self.sched.mains.get(proc.rank)
         if main is None or main.state == "done":
             return
-        main.interrupts.append(lambda: handler(signum, sys._getframe(1)))
+        number = int(signum)  # CPython calls a handler with a plain int, never a signal.Signals
+        main.interrupts.append(lambda: handler(number, sys._getframe(1)))
         if main is self.sched.current:
             self.sched.interrupted(main)
 
