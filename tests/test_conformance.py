@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import _conformance_jobs as jobs
 import pytest
 
-import _conformance_jobs as jobs
 import simfs
 
 # job -> (nodes, ranks per node, extra Cluster arguments)
