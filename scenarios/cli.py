@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import simfs
-from simfs.cluster import CARRIERS
+from simfs.carriers import CARRIERS
 from simfs.fs import persistence
 from simfs.visible import visible
 

@@ -17,8 +17,8 @@ from hypothesis.errors import HypothesisException
 from hypothesis.strategies import DataObject
 
 import simfs
-from simfs import plaindata
-from simfs.cluster import CARRIERS
+from simfs import carriers, plaindata
+from simfs.carriers import CARRIERS
 from simfs.runtime.heap import frozen_heap
 
 from . import replaying
@@ -106,7 +106,7 @@ def _check_args(nodes: int, ranks_per_node: int, max_examples: int, seed: int, s
 
 
 def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, check: Check | None, nodes: int,
-                ranks_per_node: int, profile: str | simfs.Profile, carrier: str = "process",
+                ranks_per_node: int, profile: str | simfs.Profile, carrier: str = carriers.DEFAULT,
                 watchdog: float = 60.0) -> Target:
     for name, fn in (("job", job), ("recover", recover), ("check", check)):
         if fn is not None and not callable(fn):
@@ -120,7 +120,8 @@ def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, ch
 def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None, check: Check | None = None,
             nodes: int, ranks_per_node: int, profile: str | simfs.Profile, faults: str | Iterable[str] = "default",
             crashes: Crashes = False, max_examples: int = 100, seed: int = 0, shrink_time: float = SHRINK_TIME,
-            explain: bool = False, isolate: bool = True, watchdog: float = 60.0, carrier: str = "process") -> Finding:
+            explain: bool = False, isolate: bool = True, watchdog: float = 60.0,
+            carrier: str = carriers.DEFAULT) -> Finding:
     """Search for a run of ``job`` (then ``recover`` on the restarted cluster) where a rank
     raises, hangs, or ``check(result)`` fails; return the minimal one found, or a pass.
 

@@ -30,7 +30,8 @@ except ImportError as exc:  # an optional feature: say which extra brings its li
     raise ImportError("scenarios.pytest_plugin needs pytest: pip install 'simfs[pytest]'") from exc
 
 import simfs
-from simfs.cluster import CARRIERS
+from simfs import carriers
+from simfs.carriers import CARRIERS
 
 from .explore import explore
 from .outcome import SCHEMA, FindingRecord, Report, ScenarioOutcome
@@ -116,7 +117,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--simfs-in-process", action="store_true", default=False,
                     help="search each @pytest.mark.simfs test in the test's own process (default: in a forked "
                          "child confined by the kernel, scenarios.explore(isolate=True), as `simfs run` does)")
-    group.addoption("--simfs-carrier", choices=CARRIERS, default="process",
+    group.addoption("--simfs-carrier", choices=CARRIERS, default=carriers.DEFAULT,
                     help="how a marked test's ranks are carried: 'process' (default: each rank an OS process "
                          "confined by the kernel, as on a real cluster) or 'greenlet' (all ranks greenlets of one "
                          "process, sharing its modules and generators; faster)")
@@ -135,7 +136,7 @@ class _Session:
     seed: int
     report: str | None
     isolate: bool = True
-    carrier: str = "process"
+    carrier: str = carriers.DEFAULT
     started: float = field(default_factory=time.time)
     outcomes: list[ScenarioOutcome] = field(default_factory=list)
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from simfs import Result
-from simfs.cluster import CARRIERS
+from simfs import Result, carriers
+from simfs.carriers import CARRIERS
 
 Expectation = Literal["pass", "fail"]
 Crashes = bool | Literal["exhaustive"]
@@ -33,7 +33,7 @@ class Scenario:
     family: str = ""
     doc: str = ""
     tags: tuple[str, ...] = field(default=())
-    carrier: str = "process"  # how its ranks are carried (scenarios.explore's carrier)
+    carrier: str = carriers.DEFAULT  # how its ranks are carried (scenarios.explore's carrier)
 
     @property
     def profiles(self) -> list[str]:
@@ -61,7 +61,8 @@ def _check_expect(name: str, expect: Mapping[str, str]) -> dict[str, Expectation
 def scenario(name: str | None = None, *, expect: Mapping[str, str], nodes: int = 2, ranks_per_node: int = 2,
              recover: Callable[[], Any] | None = None, check: Check | None = None, crashes: Crashes = False,
              faults: str | Iterable[str] = "default", max_examples: int = 100, family: str = "",
-             tags: Iterable[str] = (), carrier: str = "process") -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+             tags: Iterable[str] = (),
+             carrier: str = carriers.DEFAULT) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     """Register the decorated rank program as a scenario (its name defaults to the function's).
 
     ``expect={"nfs": "fail", "local": "pass"}``: the profiles it runs on and the verdict a

@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from simfs import checks
+from simfs import carriers, checks
 from simfs.faults import fault_from_dict, fault_to_dict
 from simfs.profiles import Profile
 from simfs.runspec import hash_mismatch, hash_seed, job_reference, profile_from_spec, profile_spec, resolve_job
@@ -114,7 +114,7 @@ def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[.
             recover_schedule=_bytes(spec["rschedule"]), recover_lifetimes=_bytes(spec["rlifetimes"]))
         profile: Profile = profile_from_spec(spec["profile"])
         nodes, rpn = int(spec["nodes"]), int(spec["rpn"])
-        carrier = str(spec.get("carrier", "greenlet"))  # strings from before carriers ran on greenlets
+        carrier = str(spec.get("carrier", carriers.BEFORE_CARRIERS))
         refs = spec["job"], spec["recover"], spec["check"]
     except (ValueError, KeyError, TypeError, zlib.error) as exc:
         raise ValueError(f"corrupt scenarios replay string ({type(exc).__name__}: {exc}); copy it whole") from None

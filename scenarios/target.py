@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import simfs
-from simfs import Result, plaindata
+from simfs import Result, carriers, plaindata
 
 Check = Callable[[Result], object]
 
@@ -22,7 +22,7 @@ class Target:
     profile: simfs.Profile
     recover: Callable[[], Any] | None = None
     check: Check | None = None
-    carrier: str = "process"  # how its ranks are carried (simfs.Cluster's carrier)
+    carrier: str = carriers.DEFAULT  # how its ranks are carried (simfs.Cluster's carrier)
     watchdog: float = 60.0  # real seconds a rank process may run without a request (simfs.Cluster's)
 
     @property

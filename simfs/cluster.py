@@ -8,7 +8,8 @@ import gc
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from . import checks, hostrun
+from . import carriers, checks, hostrun
+from .carriers import CARRIERS
 from .choices import ChoiceSource, RecordingChoices, ReplayChoices, SeededChoices, as_choice_source, derive_seed
 from .errors import ConfigError, SimfsError, invalid
 from .faults import CrashNode, CrashServer, EvictClient, Fault, SlowRank, fault_from_dict, fault_to_dict
@@ -44,7 +45,6 @@ RESTART_GAP = 90.0
 # and C++ state; ~12x faster per search example, for code that keeps no per-process state; that
 # process is a confined child of the caller's unless isolate=False): docs/architecture.md, "The
 # process carrier"
-CARRIERS = ("greenlet", "process")
 TORCH_DISTRIBUTED = ("patched", "c10d")  # simfs's stand-ins for torch.distributed's functions, or real c10d
 
 
@@ -73,7 +73,7 @@ class Cluster:
                  collective_timeout: float = DEFAULT_TIMEOUT, collective_latency: float = 5e-5,
                  collective_bandwidth: float = 1e10, dist_initialized: bool = True,
                  env: dict[str, str] | None = None, time_limit: float = 30 * 86400.0,
-                 restart_gap: float = RESTART_GAP, carrier: str = "process", isolate: bool = True,
+                 restart_gap: float = RESTART_GAP, carrier: str = carriers.DEFAULT, isolate: bool = True,
                  torch_distributed: str | None = None, rank_memory: int | None = None) -> None:
         checks.count(_WHERE, "nodes", nodes, 1, checks.MAX_NODES)
         checks.count(_WHERE, "ranks_per_node", ranks_per_node, 1, checks.MAX_RANKS)
@@ -299,7 +299,7 @@ def cluster_from_spec(spec: dict[str, Any]) -> Cluster:
         faults=[fault_from_dict(f) for f in spec["faults"]], env=spec["env"],
         collective_timeout=spec["timeout"], collective_latency=spec["latency"],
         collective_bandwidth=spec["bandwidth"], dist_initialized=spec["dist"],
-        carrier=spec.get("carrier", "greenlet"), torch_distributed=spec.get("torch_distributed"),
+        carrier=spec.get("carrier", carriers.BEFORE_CARRIERS), torch_distributed=spec.get("torch_distributed"),
     )
 
 

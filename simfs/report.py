@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from . import plaindata
+from . import carriers, plaindata
 from .runspec import encode
 from .visible import visible
 
@@ -151,7 +151,7 @@ class Result:
     switches: int
     notes: list[str] = field(default_factory=list)
     node_ops: list[int] = field(default_factory=list)  # filesystem operations of each node's ranks
-    carrier: str = "greenlet"  # how the ranks were carried: greenlets of one process, or OS processes
+    carrier: str = carriers.BEFORE_CARRIERS  # how the ranks were carried (simfs/carriers.py); unset: older records
 
     @property
     def replay(self) -> str:

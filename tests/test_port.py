@@ -38,7 +38,7 @@ def _sync_then_read() -> int | None:
     return seen
 
 
-@pytest.mark.parametrize("carrier", simfs.cluster.CARRIERS)
+@pytest.mark.parametrize("carrier", simfs.carriers.CARRIERS)
 def test_os_sync_reaches_the_server_for_other_nodes(carrier: str) -> None:
     result = simfs.Cluster(2, 1, profile="nfs", carrier=carrier).run(_sync_then_read)
     assert result.ok, result.summary()
@@ -53,7 +53,7 @@ def _flags() -> list[int]:
         os.close(fd)
 
 
-@pytest.mark.parametrize("carrier", simfs.cluster.CARRIERS)
+@pytest.mark.parametrize("carrier", simfs.carriers.CARRIERS)
 def test_fcntl_reads_the_descriptors_flags(carrier: str) -> None:
     result = simfs.Cluster(1, 1, carrier=carrier).run(_flags)
     assert result.ok, result.summary()

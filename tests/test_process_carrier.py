@@ -111,7 +111,7 @@ def test_greenlet_ranks_run_in_a_confined_child(canary: Path) -> None:
     assert not Path(f"{canary}.db").exists()
 
 
-@pytest.mark.parametrize("carrier", simfs.cluster.CARRIERS)
+@pytest.mark.parametrize("carrier", simfs.carriers.CARRIERS)
 def test_what_a_rank_leaves_behind_is_gone_with_its_process(canary: Path, carrier: str) -> None:
     then = """
         import os.path, gc, atexit

@@ -74,7 +74,7 @@ def _not_found() -> None:
     raise Unreachable(errno.ENOENT, "no such checkpoint", "/shared/ckpt/step-7")
 
 
-@pytest.mark.parametrize("carrier", simfs.cluster.CARRIERS)
+@pytest.mark.parametrize("carrier", simfs.carriers.CARRIERS)
 def test_a_ranks_timeout_is_a_timeout_error_in_the_result(carrier: str) -> None:
     result = simfs.Cluster(1, 1, carrier=carrier).run(_times_out)
     error = result.errors[0]
@@ -83,7 +83,7 @@ def test_a_ranks_timeout_is_a_timeout_error_in_the_result(carrier: str) -> None:
     assert "wait_visible" in result.tracebacks[0]
 
 
-@pytest.mark.parametrize("carrier", simfs.cluster.CARRIERS)
+@pytest.mark.parametrize("carrier", simfs.carriers.CARRIERS)
 def test_a_ranks_oserror_keeps_errno_and_filename(carrier: str) -> None:
     result = simfs.Cluster(1, 1, carrier=carrier).run(_not_found)
     error = result.errors[0]

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import coord
+from simfs import carriers
 
 from .. import registry
 
@@ -26,7 +27,7 @@ def scenario(name: str | None = None, **options: Any) -> Callable[[Callable[[], 
     torch DCP on simfs's simulated process group), which keep no state of their own per process,
     so their ranks are greenlets of the search's confined child unless a scenario says
     ``carrier="process"`` (one that runs a third-party library keeping per-process state)."""
-    options.setdefault("carrier", "greenlet")
+    options.setdefault("carrier", carriers.GREENLET)
     return registry.scenario(name, **options)
 
 

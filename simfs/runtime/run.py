@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _real
+from .. import _real, carriers
 from ..choices import ChoiceSource
 from ..errors import Interrupted, OutsideSimulation, SimfsError, TaskKilled
 from ..faults import Fault
@@ -45,7 +45,7 @@ class Settings:
     collective_latency: float
     collective_bandwidth: float
     dist_initialized: bool
-    carrier: str = "greenlet"  # "greenlet": ranks share this process; "process": each its own
+    carrier: str = carriers.DEFAULT  # simfs/carriers.py
     torch_distributed: str = "patched"  # "c10d": rank processes run torch's own c10d on simfs's groups
     rank_memory: int | None = None  # bytes of private memory each rank process may take (None: the machine's)
 
