@@ -330,12 +330,8 @@ class _Stop(BaseException):
 
 
 def _wait_for_threads(sched: Scheduler, rank: int) -> None:
-    """Process exit: wait for the rank's non-daemon threads that are still making progress
-    (threads blocked with nothing to wake them, like idle pool workers, are ended after)."""
-    while True:
-        busy = [t for t in sched.threads.get(rank, ()) if not t.daemon and t.state != DONE and sched.progressing(t)]
-        if not busy:
-            return
+    """Process exit: wait for the rank's threads that still make progress (Scheduler.busy_threads)."""
+    while busy := sched.busy_threads(rank):
         sched.block(busy[0].finished)
 
 

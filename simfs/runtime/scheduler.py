@@ -381,5 +381,10 @@ class Scheduler:
         """True if ``task`` will run again without anyone waking it (ready, or a timed wait)."""
         return task.state == READY or (task.state == BLOCKED and task.deadline is not None)
 
+    def busy_threads(self, rank: int) -> list[Task]:
+        """The rank's non-daemon threads that still make progress: what its process's exit waits
+        for (threads blocked with nothing to wake them, like idle pool workers, are ended after)."""
+        return [t for t in self.threads.get(rank, ()) if not t.daemon and t.state != DONE and self.progressing(t)]
+
     def live(self) -> list[Task]:
         return [t for t in self.tasks if t.state != DONE]

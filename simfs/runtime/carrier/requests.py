@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...errors import SimfsError
-from ..scheduler import DONE
 from ..syscalls import CALLS
 from ..syscalls.dirent import ScandirIterator
 from ..waitqueue import WaitQueue
@@ -104,6 +103,4 @@ class ProcessRequests:
         return task.tid
 
     def busy_threads(self, rank: RankProcess) -> list[int]:
-        sched = self.sched
-        return [t.tid for t in sched.threads.get(rank.proc.rank, ())
-                if not t.daemon and t.state != DONE and sched.progressing(t)]
+        return [t.tid for t in self.sched.busy_threads(rank.proc.rank)]
