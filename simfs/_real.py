@@ -34,6 +34,7 @@ kill = os.kill
 waitpid = os.waitpid
 waitid = os.waitid
 poll = _select.poll
+POLLIN = _select.POLLIN
 fcntl = _fcntl.fcntl
 builtin_open = builtins.open
 io_open = io.open
@@ -44,6 +45,9 @@ sleep = time.sleep
 time_time = time.time
 allocate_lock = _thread.allocate_lock
 start_new_thread = _thread.start_new_thread
+
+
+sched_yield = os.sched_yield
 
 
 def readable(fds: list[int], timeout: float | None) -> list[int]:

@@ -28,6 +28,8 @@ class RankProcess:
     pidfd: int | None  # None: pidfd_open(2) is not in this kernel (before Linux 5.3)
     queues: dict[int, WaitQueue] = field(default_factory=dict)  # the rank's wait queues, by its key
     signals: list[int] = field(default_factory=list)  # for its handlers, with its main thread's next answer
+    greeted: bool = False  # its first word (messages.Hello) was read
+    start_error: BaseException | None = None  # what ended it before it spoke
     killed: str = ""  # why the host killed it (empty: it was not)
     reaped: bool = False
 

@@ -101,6 +101,21 @@ class ProcessCarrier:
                 proc.signal_handlers[signum] = Forward(rank)
         return lambda: self._serve(rank)
 
+    def _greet_everyone(self) -> None:
+        """Before any rank runs: every rank process's first word (it mapped its own outbox and
+        confined itself), then the outboxes sealed. What ended a rank process before it spoke is
+        raised in its own proxy, not in the one that greets."""
+        for rank in self.ranks.values():
+            if not rank.greeted:
+                rank.greeted = True
+                try:
+                    self._greeted(rank)
+                except BaseException as exc:  # noqa: BLE001 - raised in the rank's own proxy (_serve)
+                    rank.start_error = exc
+        unsealed = self.outboxes.seal()
+        if unsealed:
+            self.machine.note("outbox", "", unsealed)
+
     def _greeted(self, rank: RankProcess) -> None:
         """The rank process's first word: it confined itself (what the kernel refuses it)."""
         hello = self._receive(rank)
@@ -115,12 +130,11 @@ class ProcessCarrier:
         task = self.sched.current
         assert task is not None  # a proxy runs as a task
         answer: tuple[str, Any] = ("go", None)
-        unsealed = self.outboxes.seal()  # every rank is forked: before any runs
-        if unsealed:
-            self.machine.note("outbox", "", unsealed)
+        if not self.outboxes.sealed:  # every rank is forked: before any runs
+            self._greet_everyone()
         try:
-            if task.is_main:
-                self._greeted(rank)
+            if task.is_main and rank.start_error is not None:
+                raise rank.start_error
             while True:
                 signals: list[int] = []
                 if task.is_main:
@@ -170,7 +184,7 @@ class ProcessCarrier:
 
     def _wait(self, rank: RankProcess) -> None:
         """Until the rank's next message arrives, or its process ends, show what it writes."""
-        if wire.buffered(rank.fd):
+        if wire.buffered(rank.fd) or wire.arrived(rank.fd, wire.SPIN):
             return
         watched = [rank.fd, *(fd for fd in rank.outputs if fd in self.relay.fds)]
         if rank.pidfd is not None:

@@ -4,8 +4,8 @@ the other ranks only where they lie; each rank reads its peers' straight from th
 A 1 MiB all-reduce of 4 ranks then moves 5 MiB of copies instead of 16 MiB of pickles through
 sockets, and the host never holds a byte of a rank's data.
 
-Only its owner writes an outbox: the host maps each one writable before forking (a rank keeps
-its own mapping and drops the others'), then seals every outbox before any rank runs
+Only its owner writes an outbox: each rank process maps its own writable before it tells the host
+it started, and the host seals every outbox once all have, before any rank runs
 (F_SEAL_FUTURE_WRITE, Linux 5.1+: no write(2) and no new writable mapping through any descriptor,
 so a peer that reopens its read-only descriptor through /proc/self/fd for writing gets nothing it
 can write with; F_SEAL_GROW and F_SEAL_SHRINK: no truncation under the owner). So an outbox has a
@@ -23,7 +23,7 @@ from __future__ import annotations
 import fcntl
 import mmap
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ... import _real
@@ -38,13 +38,13 @@ _SEALS = F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F
 
 @dataclass
 class Outboxes:
-    """The host's memfds for one run: ``maps[r]``, rank r's outbox mapped writable (until the ranks
-    are forked), ``writable[r]`` its descriptor (until it is sealed), ``readable[r]`` a read-only
-    descriptor of the same file (open(2) of /proc/self/fd, O_RDONLY), which every rank gets."""
+    """The host's memfds for one run: ``writable[r]``, rank r's outbox's descriptor (until it is
+    sealed), ``readable[r]`` a read-only descriptor of the same file (open(2) of /proc/self/fd,
+    O_RDONLY), which every rank gets; ``maps``: the outboxes view() mapped here."""
 
-    maps: list[mmap.mmap]
     writable: list[int]
     readable: tuple[int, ...]
+    maps: dict[int, mmap.mmap] = field(default_factory=dict)
     sealed: bool = False
 
     @classmethod
@@ -53,25 +53,23 @@ class Outboxes:
                     for r in range(world_size)]
         for fd in writable:
             _real.ftruncate(fd, CAPACITY)
-        maps = [mmap.mmap(fd, CAPACITY, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) for fd in writable]
         readable = tuple(_real.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC) for fd in writable)
-        return cls(maps, writable, readable)
+        return cls(writable, readable)
 
     def of_rank(self, rank: int) -> Outbox:
-        """In rank ``rank``'s new process: its own outbox to write (the mapping; the others' are
-        dropped), every outbox to read."""
-        for other, mapped in enumerate(self.maps):
-            if other != rank:
-                mapped.close()
-        return self.view(rank)
+        """In rank ``rank``'s new process, before it tells the host it started: its own outbox
+        mapped to write, every outbox to read."""
+        return Outbox(rank, _writable_map(self.writable[rank]), dict(enumerate(self.readable)))
 
     def view(self, rank: int) -> Outbox:
-        """Rank ``rank``'s side, the other mappings left as they are (the host's own tests of it)."""
+        """Rank ``rank``'s side, mapped in this process (the host's own tests of it)."""
+        if rank not in self.maps:
+            self.maps[rank] = _writable_map(self.writable[rank])
         return Outbox(rank, self.maps[rank], dict(enumerate(self.readable)))
 
     def seal(self) -> str:
-        """Once every rank is forked, before any runs: the outboxes only their owners' mappings
-        write. Returns why not, or "" once sealed (a kernel before 5.1 has no F_SEAL_FUTURE_WRITE)."""
+        """Once every rank process mapped its own, before any runs: the outboxes only their owners'
+        mappings write. Returns why not, or "" once sealed (a kernel before 5.1 has no F_SEAL_FUTURE_WRITE)."""
         if self.sealed:
             return ""
         self.sealed = True
@@ -83,8 +81,9 @@ class Outboxes:
             except OSError as exc:
                 why = f"outboxes not sealed ({os.strerror(exc.errno or 0)}): a rank may write its peers'"
             _real.close(fd)
-        for mapped in self.maps:
+        for mapped in self.maps.values():
             mapped.close()
+        self.maps.clear()
         self.writable.clear()
         return why
 
@@ -92,6 +91,10 @@ class Outboxes:
         self.seal()
         for fd in self.readable:
             _real.close(fd)
+
+
+def _writable_map(fd: int) -> mmap.mmap:
+    return mmap.mmap(fd, CAPACITY, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
 
 
 # where a tensor lies: (dtype name, shape, the rank whose outbox holds it, offset, bytes)

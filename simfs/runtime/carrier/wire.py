@@ -6,6 +6,7 @@ memory. What a rank reads from the host is trusted: the host's pickles."""
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from ... import _real
 
@@ -14,10 +15,28 @@ _CHUNK = 1 << 16  # bytes a read(2) asks for beyond what the message needs (os.r
 # the largest message a rank may send the host: object collectives (broadcast_object_list of a
 # state dict) and store values cross in one; tensors do not (outbox.py)
 MAX_MESSAGE = 1 << 30
+# real seconds a reader polls for the next message before it sleeps in the kernel: a request and
+# its answer alternate within tens of microseconds, and waking a sleeping process costs as much
+# (measured in benchmarks/carrier_bench.py); between polls the reader yields its CPU
+SPIN = 200e-6
 
 
 class Oversized(ValueError):
     """A message longer than the reader takes."""
+
+
+def arrived(fd: int, seconds: float) -> bool:
+    """Whether ``fd`` became readable within ``seconds``, polled without sleeping."""
+    poller = _pollers.get(fd)
+    if poller is None:
+        poller = _pollers[fd] = _real.poll()
+        poller.register(fd, _real.POLLIN)
+    deadline = _real.perf_counter() + seconds
+    while not poller.poll(0):
+        if _real.perf_counter() > deadline:
+            return False
+        _real.sched_yield()
+    return True
 
 
 def send(fd: int, data: bytes) -> None:
@@ -34,6 +53,8 @@ def receive(fd: int, limit: int | None = None) -> bytes | None:
     brings past it waits for the next call. A message larger than a read (a collective's tensors)
     is read into one buffer of its size, not grown a read at a time."""
     buffer = _pending.pop(fd, b"")
+    if not buffer:
+        arrived(fd, SPIN)
     while len(buffer) < _LENGTH.size:
         part = _read(fd, _CHUNK)
         if not part:
@@ -70,6 +91,7 @@ def _read(fd: int, size: int) -> bytes:
 
 
 _pending: dict[int, bytes] = {}  # descriptor -> bytes read past the last message
+_pollers: dict[int, Any] = {}  # descriptor -> a poll object watching it (arrived())
 
 
 def buffered(fd: int) -> bool:
@@ -82,5 +104,7 @@ def forget(fd: int | None = None) -> None:
     descriptor closes (or, in a new rank process, the host's were never its own)."""
     if fd is None:
         _pending.clear()
+        _pollers.clear()
     else:
         _pending.pop(fd, None)
+        _pollers.pop(fd, None)
