@@ -1,26 +1,32 @@
 """Carriers side by side: ranks as greenlets of one process ("greenlet": measured in this process,
 isolate=False, as a search's confined child runs them) and ranks as forked, kernel-confined OS
-processes ("process"), in one run.
+processes ("process"), in one run; with ``--against REF``, the same measures of the code at git
+commit REF (exported to a temporary directory, run in a subprocess) beside this tree's.
 
-  python benchmarks/carrier_bench.py [--repeats 5] [--record]
+  python benchmarks/carrier_bench.py [--repeats 5] [--against REF] [--scale 1024,2048] [--record]
 
 Measures, as medians of several runs: what starting a rank costs (an empty job on 8 ranks, per
 rank), simulated operations per wall second with 8 ranks on 2 nodes, and examples per wall second
 of the 8-rank makedirs search (the built-in makedirs-every-rank scenario on nfs, 2 nodes x 4 ranks,
-where it passes: every example runs; searched in this process, as simfs run's workers do).
+where it passes: every example runs; searched in this process, as simfs run's workers do). With
+``--scale``, wall seconds of one run of N ranks (8 per node) that make a directory, write a file
+each, meet at a barrier and list the directory.
 
 Then what a rank process's message costs to write and to read, side by side: the typed messages
 and plain data a rank sends now (messages.py, plaindata: msgpack, strict decoding) against the
-pickles read through a restricted unpickler that the host took before (issue 29), for the
+pickles read through a restricted unpickler that the host took before issue 29, for the
 requests ranks make most and for a return value and an error."""
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import pickle
+import subprocess
 import sys
+import tempfile
 import timeit
 from typing import Any
 
@@ -80,6 +86,27 @@ def makedirs_examples_per_second(carrier: str) -> float:
                                              profile="nfs", max_examples=EXAMPLES, isolate=False, carrier=carrier))
     assert not finding.failed, finding
     return finding.examples / seconds
+
+
+def scale_seconds(carrier: str, ranks: int) -> float:
+    """Wall seconds of one run of ``ranks`` ranks, 8 per node (a warm cluster: its first run done)."""
+    cluster = simfs.Cluster(max(1, ranks // 8), min(8, ranks), carrier=carrier, isolate=False)
+    cluster.run(empty)
+    seconds, result = timed(lambda: cluster.run(barrier_and_list))
+    assert result.ok and set(result.returns.values()) == {ranks}, result.summary()
+    return seconds
+
+
+def barrier_and_list() -> int:
+    """A directory, a file per rank, a barrier, a listing."""
+    import torch.distributed as dist
+
+    os.makedirs("/shared/run", exist_ok=True)
+    with open(f"/shared/run/{os.environ['RANK']}", "w") as f:
+        f.write("x")
+    dist.init_process_group("gloo")
+    dist.barrier()
+    return len(os.listdir("/shared/run"))
 
 
 MEASURES = (
@@ -151,28 +178,74 @@ def message_rows(repeats: int) -> tuple[list[list[str]], dict[str, Any]]:
     return rows, data
 
 
+def measure_all(repeats: int, scale: list[int]) -> dict[str, dict[str, float]]:
+    """Every measure on both carriers (medians); scale rows measured once."""
+    data: dict[str, dict[str, float]] = {}
+    for what, measure, _ in MEASURES:
+        data[what] = {carrier: median_of(repeats, lambda c=carrier, m=measure: m(c))[0] for carrier in CARRIERS}
+    for ranks in scale:
+        data[_scale_row(ranks)] = {carrier: scale_seconds(carrier, ranks) for carrier in CARRIERS}
+    return data
+
+
+def _scale_row(ranks: int) -> str:
+    return f"{ranks} ranks: directory, a file each, barrier, listing (wall seconds, one run)"
+
+
+def measured_at(ref: str, repeats: int, scale: list[int]) -> dict[str, dict[str, float]]:
+    """measure_all() of the code at git commit ``ref``, exported to a temporary directory (git
+    archive: the repository is left as it is) and imported first by a subprocess."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as tree:
+        archive = subprocess.run(["git", "-C", root, "archive", ref], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        out = os.path.join(tree, "measured.json")
+        env = {**os.environ, "PYTHONPATH": tree}
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--repeats", str(repeats), "--scale",
+                        ",".join(map(str, scale)), "--measure-into", out], check=True, env=env, cwd=tree)
+        with open(out) as f:
+            return json.load(f)  # type: ignore[no-any-return]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--against", metavar="REF", help="also measure the code at this git commit, side by side")
+    parser.add_argument("--scale", default="", help="rank counts of the scale rows, e.g. 1024,2048")
+    parser.add_argument("--measure-into", help=argparse.SUPPRESS)  # --against's subprocess
     add_record_flag(parser)
     args = parser.parse_args()
-    rows, data = [], {}
-    for what, measure, shown in MEASURES:
-        medians = {carrier: median_of(args.repeats, lambda c=carrier, m=measure: m(c))[0] for carrier in CARRIERS}
-        ratio = medians["process"] / medians["greenlet"]
-        rows.append([what, *(shown.format(medians[c]) for c in CARRIERS), f"{ratio:.2f}x"])
-        data[what] = medians
+    scale = [int(n) for n in args.scale.split(",") if n]
+    if args.measure_into:
+        with open(args.measure_into, "w") as f:
+            json.dump(measure_all(args.repeats, scale), f)
+        return
+    data: dict[str, Any] = {"now": measure_all(args.repeats, scale)}
+    shown = {what: fmt for what, _, fmt in MEASURES} | {_scale_row(n): "{:.1f}" for n in scale}
+    headers = ["what", "greenlet", "process", "process / greenlet"]
+    if args.against:
+        data[args.against] = measured_at(args.against, args.repeats, scale)
+        headers = ["what", f"greenlet at {args.against}", f"process at {args.against}", "greenlet now",
+                   "process now", "process / greenlet now"]
+    rows = []
+    for what, fmt in shown.items():
+        now = data["now"][what]
+        before = [fmt.format(data[args.against][what][c]) for c in CARRIERS] if args.against else []
+        ratio = f"{now['process'] / now['greenlet']:.2f}x"
+        rows.append([what, *before, *(fmt.format(now[c]) for c in CARRIERS), ratio])
     message_table, data["messages"] = message_rows(args.repeats)
-    markdown = "## carriers\n\nMedians of " + str(args.repeats) + " runs each, both carriers in one process.\n\n" + \
-        table(["what", "greenlet", "process", "process / greenlet"], rows) + \
+    command = f"python benchmarks/carrier_bench.py --repeats {args.repeats}" + \
+        (f" --against {args.against}" if args.against else "") + (f" --scale {args.scale}" if scale else "")
+    markdown = "## carriers\n\nMedians of " + str(args.repeats) + " runs each (scale rows: one run), both " \
+        "carriers in one process" + (f", and the code at {args.against} in a subprocess of the same run" if
+                                     args.against else "") + ".\n\n" + table(headers, rows) + \
         "\n\nA rank process's message to the host, microseconds to write (in the rank) and to read (in the " \
         "host): pickles read through a restricted unpickler, as before issue 29, beside typed messages and " \
         "plain data (msgpack, strict decoding), as now.\n\n" + \
         table(["message", "pickle write", "pickle read", "typed write", "typed read", "per message, now"],
               message_table)
     print(markdown)
-    write_report("carriers", f"python benchmarks/carrier_bench.py --repeats {args.repeats}", markdown, data,
-                 record=args.record)
+    write_report("carriers", command, markdown, data, record=args.record)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ Every collective has completed when it returns: its ``Work`` is a finished one, 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -25,18 +25,10 @@ from torch._C._distributed_c10d import (  # type: ignore[attr-defined]  # _creat
 )
 from torch.futures import Future
 
+from .host import Host
 from .reduce import reduce
 
 SIMFS = "simfs"  # the name the group's backend is registered under
-
-
-class Host(Protocol):
-    """What a group asks of the host (runtime/carrier/remotedist.RemoteWorld)."""
-
-    def collective_named(self, name: str, kind: str, payload: Any, *, timeout: float | None = None,
-                         nbytes: int = 0) -> list[Any]: ...
-
-    def ask(self, op: str, *args: Any) -> Any: ...
 
 
 def finished(result: Any) -> Any:

@@ -21,7 +21,8 @@ from torch._C import _distributed_c10d as native
 
 from .._intercept import torchdist
 from . import functional
-from .group import SIMFS, Host, SimProcessGroup
+from .group import SIMFS, SimProcessGroup
+from .host import Host
 from .store import HOST_STORE, FileStore, HostStore, tcp_store_class
 
 WORLD_STORE = "simfs/world"  # the store of the default group simfs makes before the job runs

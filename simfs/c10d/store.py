@@ -21,7 +21,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import Store
 
 from ..runtime.kvstore import StoreGone, compare_and_swap
-from .group import Host
+from .host import Host
 
 HOST_STORE = "simfs/p2p"  # the shared store that carries point-to-point messages
 DEFAULT_TIMEOUT = timedelta(seconds=300)  # c10d's kDefaultTimeout (torch/csrc/distributed/c10d/Store.hpp)

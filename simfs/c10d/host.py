@@ -1,0 +1,15 @@
+"""What simfs's c10d (its process groups and stores) asks of the host: a rank process's
+collectives and its other requests (runtime/carrier/remotedist.RemoteWorld gives it)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Host(Protocol):
+    """What a group or a store asks of the host."""
+
+    def collective_named(self, name: str, kind: str, payload: Any, *, timeout: float | None = None,
+                         nbytes: int = 0) -> list[Any]: ...
+
+    def ask(self, op: str, *args: Any) -> Any: ...
