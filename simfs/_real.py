@@ -45,8 +45,6 @@ sleep = time.sleep
 time_time = time.time
 allocate_lock = _thread.allocate_lock
 start_new_thread = _thread.start_new_thread
-
-
 sched_yield = os.sched_yield
 
 
@@ -55,5 +53,5 @@ def readable(fds: list[int], timeout: float | None) -> list[int]:
     until one can): poll(2), which, unlike select(2), takes descriptors above 1023."""
     poller = poll()
     for fd in fds:
-        poller.register(fd, _select.POLLIN)
+        poller.register(fd, POLLIN)
     return [fd for fd, _ in poller.poll(None if timeout is None else max(0, int(timeout * 1000)))]

@@ -278,7 +278,7 @@ def _exception(exc: BaseException, depth: int) -> Any:
             raise
         except Exception:  # noqa: BLE001 - its own __reduce__ failed: it crosses as a RankError
             pass
-    module, qualname, bases, text, args, fields = rankerrors.described(exc)
+    module, qualname, bases, text, args, fields = rankerrors.described(exc, _text(str, exc))
     return _ext(RANK_EXCEPTION, [module, qualname, bases, text, [_wire(a, depth) for a in args],
                                  {k: _wire(v, depth) for k, v in fields.items()}])
 

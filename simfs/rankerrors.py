@@ -7,6 +7,7 @@ class is also a simfs.RankError, made once per name and bases: two errors of one
 from __future__ import annotations
 
 import builtins
+import contextlib
 from typing import Any
 
 from .errors import RankError
@@ -42,13 +43,16 @@ def rebuild(module: str, qualname: str, bases: list[str], text: str, args: list[
     filenames). A base that is not a builtin exception class is left out."""
     known = tuple(dict.fromkeys(b for b in map(builtin_exception, bases) if b is not None))
     cls = _class(module, qualname, known)
-    error: RankError = cls.__new__(cls, *args)
+    error: Any = cls.__new__(cls, *args)  # a RankError (with simfs_text, what its __str__ shows)
     error.args = tuple(args)
-    error.type_name, error.message = f"{module}.{qualname}", text
+    error.type_name, error.simfs_text = f"{module}.{qualname}", text
+    with contextlib.suppress(AttributeError):  # a builtin base's own, read-only (ExceptionGroup's) stays
+        error.message = text
     if isinstance(error, OSError):
         for name in _OSERROR_FIELDS:
             setattr(error, name, fields.get(name))
-    return error
+    rebuilt: RankError = error
+    return rebuilt
 
 
 def _class(module: str, qualname: str, bases: tuple[type[BaseException], ...]) -> type[RankError]:
@@ -62,38 +66,35 @@ def _class(module: str, qualname: str, bases: tuple[type[BaseException], ...]) -
 
 
 def _derive(module: str, qualname: str, bases: tuple[type[BaseException], ...]) -> type[RankError]:
-    """A RankError class with ``bases`` (those whose layouts cannot combine dropped, last first)."""
+    """A RankError class with ``bases`` (those whose layouts cannot combine dropped, last first).
+    The builtin bases come first: the class's instances are then made by their __new__ (MemoryError's
+    refuses a class whose first base is another exception's)."""
     namespace = {"__module__": module, "__qualname__": qualname, "__str__": _text, "__reduce__": _reduce,
                  "__init__": _no_init, "simfs_rebuilt": True}
-    for keep in range(len(bases), -1, -1):
+    name = qualname.rpartition(".")[2]
+    for keep in range(len(bases), 0, -1):
         try:
-            return type(qualname.rpartition(".")[2], (RankError, *bases[:keep]), namespace)
+            return type(name, (*bases[:keep], RankError), namespace)
         except TypeError:  # e.g. OSError with UnicodeDecodeError: two C layouts
             continue
-    raise AssertionError("unreachable: RankError alone always derives")
+    return type(name, (RankError,), namespace)
 
 
 def _no_init(self: RankError, *args: Any) -> None:
     """Built by rebuild(), which sets what RankError's __init__ would."""
 
 
-def _text(self: RankError) -> str:
-    return self.message
+def _text(self: Any) -> str:
+    text: str = self.simfs_text
+    return text
 
 
 def _reduce(self: RankError) -> tuple[Any, tuple[Any, ...]]:
-    return rebuild, described(self)
+    return rebuild, described(self, str(self))
 
 
-def described(error: BaseException) -> tuple[str, str, list[str], str, list[Any], dict[str, Any]]:
-    """What rebuild() takes to make ``error`` again (a rank's exception of any class, or a rebuilt one)."""
+def described(error: BaseException, text: str) -> tuple[str, str, list[str], str, list[Any], dict[str, Any]]:
+    """What rebuild() takes to make ``error`` (shown as ``text``) again: a rank's exception of any
+    class, or a rebuilt one."""
     cls = type(error)
-    text = error.message if isinstance(error, RankError) and getattr(cls, "simfs_rebuilt", False) else _shown(error)
     return cls.__module__, cls.__qualname__, builtin_bases(cls), text, list(error.args), oserror_fields(error)
-
-
-def _shown(error: BaseException) -> str:
-    try:
-        return str(error)
-    except Exception as exc:  # noqa: BLE001 - the rank's own __str__ failed: say so instead
-        return f"(its str raised {type(exc).__name__})"

@@ -22,6 +22,11 @@ from simfs import plaindata
 BUILTIN_ERRORS = sorted((cls for cls in vars(builtins).values()
                          if isinstance(cls, type) and issubclass(cls, Exception) and cls is not Exception),
                         key=lambda cls: cls.__name__)
+# the arguments of the builtin exceptions that require some
+REQUIRED: dict[str, list[Any]] = {
+    "UnicodeDecodeError": ["utf-8", b"x", 0, 1, "bad"], "UnicodeEncodeError": ["utf-8", "x", 0, 1, "bad"],
+    "UnicodeTranslateError": ["x", 0, 1, "bad"], "ExceptionGroup": ["several", [ValueError("one")]],
+}
 ARGS = st.lists(st.none() | st.integers() | st.text(max_size=20) | st.floats(allow_nan=False), max_size=3)
 
 
@@ -53,6 +58,16 @@ def test_a_jobs_exception_keeps_its_builtin_bases_text_and_arguments(base: type[
     again = plaindata.load(plaindata.dumps(back), records=True)  # through a second hop (an isolated child's)
     assert type(again) is type(back) and str(again) == str(back)
     assert type(pickle.loads(pickle.dumps(back))) is type(back)
+
+
+@pytest.mark.parametrize("base", BUILTIN_ERRORS, ids=lambda cls: cls.__name__)
+def test_every_builtin_base_is_kept(base: type[BaseException]) -> None:
+    """Each builtin exception class, as a job's class's only base (MemoryError's __new__ once refused
+    the rebuilt class)."""
+    error = _made(_jobs_class(base), REQUIRED.get(base.__name__, []))
+    assert error is not None
+    back = plaindata.load(plaindata.dumps(error), records=True)
+    assert isinstance(back, base) and isinstance(back, simfs.RankError) and str(back) == str(error)
 
 
 def test_names_that_are_not_builtin_exceptions_are_refused() -> None:

@@ -184,7 +184,7 @@ class ProcessCarrier:
 
     def _wait(self, rank: RankProcess) -> None:
         """Until the rank's next message arrives, or its process ends, show what it writes."""
-        if wire.buffered(rank.fd) or wire.arrived(rank.fd, wire.SPIN):
+        if wire.soon(rank.fd):
             return
         watched = [rank.fd, *(fd for fd in rank.outputs if fd in self.relay.fds)]
         if rank.pidfd is not None:

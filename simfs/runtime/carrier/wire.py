@@ -25,6 +25,11 @@ class Oversized(ValueError):
     """A message longer than the reader takes."""
 
 
+def soon(fd: int) -> bool:
+    """Whether ``fd``'s next message is here, or arrives within SPIN (polled, not slept for)."""
+    return buffered(fd) or arrived(fd, SPIN)
+
+
 def arrived(fd: int, seconds: float) -> bool:
     """Whether ``fd`` became readable within ``seconds``, polled without sleeping."""
     poller = _pollers.get(fd)
@@ -53,8 +58,6 @@ def receive(fd: int, limit: int | None = None) -> bytes | None:
     brings past it waits for the next call. A message larger than a read (a collective's tensors)
     is read into one buffer of its size, not grown a read at a time."""
     buffer = _pending.pop(fd, b"")
-    if not buffer:
-        arrived(fd, SPIN)
     while len(buffer) < _LENGTH.size:
         part = _read(fd, _CHUNK)
         if not part:
