@@ -191,6 +191,21 @@ def test_what_lies_outside_the_system_python_and_the_import_path_is_not_readable
                                 "system": "ok", "secret": "EACCES"}
 
 
+def test_a_stale_editable_install_is_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An editable install whose source moved (its finder maps a package to a directory that is
+    gone) does not stop confinement: before, Landlock's open of the missing path raised
+    FileNotFoundError out of every process-carrier run."""
+    finder = type(sys)("__editable___gone_finder")
+    finder.MAPPING = {"gone": str(tmp_path / "moved" / "gone")}  # type: ignore[attr-defined]
+    hook = type("Finder", (), {"__module__": finder.__name__})()
+    monkeypatch.setitem(sys.modules, finder.__name__, finder)
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, hook])
+    from simfs.confinement.readable import roots
+
+    assert not any("moved" in root for root in roots())
+    assert forked(lambda: confine() is not None)
+
+
 def test_writable_paths_stay_writable(tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()

@@ -36,13 +36,14 @@ def roots(extra: Iterable[str] = ()) -> tuple[str, ...]:
     """Every path a confined process made now may read beneath: the system's, Python's and
     ``extra``'s (a job file's directory). A path that would open the rest of the machine (/,
     /tmp, a home) is taken only where it is the installation's or was named in ``extra``.
-    Made again only when sys.path or the modules imported changed (a forked process finds its
-    parent's)."""
+    A path that no longer exists (a stale editable install's, a deleted module's) is left out:
+    Landlock cannot open it. Made again only when sys.path or the modules imported changed (a
+    forked process finds its parent's)."""
     key = (tuple(sys.path), len(sys.modules), tuple(extra))
     found = _made.get(key)
     if found is None:
         known = {*host_paths().prefixes, *_search_path(), *_editable_packages()}
-        python = {p for p in {*known, *_module_directories(tuple(known))} if p not in _UNSAFE}
+        python = {p for p in {*known, *_module_directories(tuple(known))} if p not in _UNSAFE and os.path.exists(p)}
         found = tuple(sorted({*system_roots(), *_outermost(python), *(os.path.realpath(p) for p in extra)}))
         _made.clear()
         _made[key] = found
