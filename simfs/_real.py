@@ -8,6 +8,7 @@ import fcntl as _fcntl
 import io
 import os
 import select as _select
+import signal
 import time
 
 stat = os.stat
@@ -31,6 +32,7 @@ pwritev = os.pwritev
 ftruncate = os.ftruncate
 memfd_create = os.memfd_create
 kill = os.kill
+pidfd_send_signal = signal.pidfd_send_signal
 waitpid = os.waitpid
 waitid = os.waitid
 poll = _select.poll

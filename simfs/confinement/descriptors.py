@@ -21,7 +21,18 @@ def keep_only(keep: tuple[int, ...], stdout: int, stderr: int) -> None:
     os.dup2(null, 0)
     os.dup2(stdout, 1)
     os.dup2(stderr, 2)
-    kept = {0, 1, 2, null, *keep}
+    _real.close(null)
+    null_all_but((0, 1, 2, *keep))
+    sys.stdin = _stream(0, "r")
+    sys.stdout = _stream(1, "w")
+    sys.stderr = _stream(2, "w")
+
+
+def null_all_but(keep: tuple[int, ...]) -> None:
+    """Every descriptor of this process but ``keep`` replaced by /dev/null (not closed: an object
+    that still names one closes a harmless descriptor later, not one this process opened since)."""
+    null = _real.open(os.devnull, os.O_RDWR)
+    kept = {null, *keep}
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd not in kept:
@@ -30,9 +41,6 @@ def keep_only(keep: tuple[int, ...], stdout: int, stderr: int) -> None:
             except OSError:
                 pass  # the descriptor listdir itself used, already closed
     _real.close(null)
-    sys.stdin = _stream(0, "r")
-    sys.stdout = _stream(1, "w")
-    sys.stderr = _stream(2, "w")
 
 
 def _stream(fd: int, mode: str) -> io.TextIOWrapper:

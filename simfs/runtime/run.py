@@ -155,7 +155,7 @@ class Run:
         base_env = {**os.environ.copy(), **s.env}
         run_id = f"simfs-{s.seed}-{self.index}"
         caller_context = contextvars.copy_context()
-        for rank in range(s.world_size):
+        for rank in range(s.world_size):  # every process made before any starts (a rank process starts from them)
             node, local_rank = divmod(rank, s.ranks_per_node)
             env = torchrun_env(base_env, rank=rank, local_rank=local_rank, node=node, world_size=s.world_size,
                                local_world_size=s.ranks_per_node, nodes=s.nodes, master="node0", run_id=run_id)
@@ -166,10 +166,11 @@ class Run:
             proc.dist = self.world
             machine.processes.append(proc)
             self.fs.proc[node].add(proc.pid, proc.pid - local_rank - 1, ["python", *sys.argv[1:]], env)
-            delay = machine.faults.start_delays.get(rank, 0.0)
+        for proc in list(machine.processes):
+            delay = machine.faults.start_delays.get(proc.rank, 0.0)
             body = self._rank_body(proc, job, args, kwargs) if self.carrier is None else \
                 self.carrier.start(proc, job, args, kwargs)
-            sched.spawn(body, rank, proc, f"rank{rank}", is_main=True, start_at=sched.now + delay,
+            sched.spawn(body, proc.rank, proc, f"rank{proc.rank}", is_main=True, start_at=sched.now + delay,
                         gr_context=caller_context.copy())
 
     def _rank_body(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],

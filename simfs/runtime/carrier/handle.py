@@ -1,11 +1,12 @@
-"""The host's handle on one rank process: its pid (and a pidfd, which says when it ended), its
-socket, the read ends of its stdout and stderr, the memfd its faulthandler writes to, its wait
-queues and pending signals; killing it as the host's own call, reaping it, reading its stacks."""
+"""The host's handle on one rank process: its pid and a pidfd (which says when it ended, and
+signals it without the risk of a reused pid), its socket, the read ends of its stdout and
+stderr, the memfd its faulthandler writes to, its wait queues and pending signals; killing it as
+the host's own call, learning how it ended (from the zygote, its parent), reading its stacks."""
 
 from __future__ import annotations
 
-import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,8 @@ class RankProcess:
     fd: int
     stacks: int
     outputs: tuple[int, int]  # the read ends of its stdout and stderr
-    pidfd: int | None  # None: pidfd_open(2) is not in this kernel (before Linux 5.3)
+    pidfd: int
+    wait: Callable[[int], int]  # wait(pid): its wait status once it ended (zygote.py)
     queues: dict[int, WaitQueue] = field(default_factory=dict)  # the rank's wait queues, by its key
     signals: list[int] = field(default_factory=list)  # for its handlers, with its main thread's next answer
     greeted: bool = False  # its first word (messages.Hello) was read
@@ -43,7 +45,7 @@ class RankProcess:
         if task is not None:
             task.host_calls += 1
         try:
-            _real.kill(self.pid, signal.SIGKILL)
+            _real.pidfd_send_signal(self.pidfd, signal.SIGKILL)
         except ProcessLookupError:
             pass
         finally:
@@ -54,29 +56,14 @@ class RankProcess:
         """Wait for the process to be gone; its wait status (0 if reaped before)."""
         if self.reaped:
             return 0
-        _, status = _real.waitpid(self.pid, 0)
+        status = self.wait(self.pid)
         self.reaped = True
-        if self.pidfd is not None:
-            _real.close(self.pidfd)
-            self.pidfd = None
+        _real.close(self.pidfd)
         return status
 
     def ends_within(self, seconds: float) -> bool:
         """Whether the process ends (or has ended) within ``seconds``; it is not reaped."""
-        if self.reaped:
-            return True
-        if self.pidfd is not None:
-            return bool(_real.readable([self.pidfd], seconds))
-        deadline = _real.monotonic() + seconds
-        while True:
-            try:
-                if _real.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                    return True
-            except ChildProcessError:
-                return True
-            if _real.monotonic() >= deadline:
-                return False
-            _real.sleep(0.01)
+        return self.reaped or bool(_real.readable([self.pidfd], seconds))
 
     def stacks_text(self) -> str:
         """What faulthandler wrote: the fatal signal's native and Python stacks, or the threads'

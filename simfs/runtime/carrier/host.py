@@ -6,15 +6,16 @@ request: exactly one thread of the cluster runs at a time."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import socket
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ... import _real, plaindata, relay
-from ...confinement import Confinement
+from ...confinement import Confinement, prepared_descriptors
 from ...confinement.confine import release as release_confinement
 from ...errors import OutsideSimulation, RankDied, RankError, RankOutOfMemory, SimfsError
 from ...relay import Relay
@@ -30,6 +31,7 @@ from .hostdist import DistRequests
 from .outbox import Outboxes
 from .preload import preload
 from .requests import ProcessRequests
+from .zygote import Zygote, ZygoteGone
 
 if TYPE_CHECKING:
     from ..dist import DistWorld
@@ -39,14 +41,6 @@ if TYPE_CHECKING:
 
 
 _GRACE = 1.0  # real seconds a rank process whose socket ended gets to end too; the pipes after the run
-
-
-def _pidfd(pid: int) -> int | None:
-    """A descriptor that becomes readable when process ``pid`` ends (pidfd_open(2), Linux 5.3+)."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
 
 
 class _Exited(Exception):
@@ -66,6 +60,7 @@ class ProcessCarrier:
         self.requests = 0  # served so far: the watchdog's sign of progress
         self.confinement: Confinement | None = None
         self._where: dict[int, str] = {}  # task id -> where its rank code made its last request
+        self._zygote: Zygote | None = None  # forked at the first start
         preload()
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
         self.stores = Stores(sched, world.latency, lambda node: node not in machine.crashed_nodes)
@@ -78,28 +73,39 @@ class ProcessCarrier:
     # -- starting ----------------------------------------------------------------------------------
     def start(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> Callable[[], Any]:
-        """Fork the rank's process (it confines itself and waits for its first turn); returns the
-        body of its proxy task."""
+        """Start the rank's process (it confines itself and waits for its first turn); returns the
+        body of its proxy task. The first call forks the run's zygote: every rank's Process is
+        made by then (Run._spawn_ranks), the zygote's copy is what the rank process starts from."""
+        if self._zygote is None:
+            self._zygote = self._fork_zygote(job, args, kwargs)
         host_end, rank_end = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
         stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")
         (out, out_w), (err, err_w) = relay.pipe(), relay.pipe()
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        host = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            _real.close(host_end)
-            rank_side.main(rank_end, stacks, (out_w, err_w), self.outboxes.of_rank(proc.rank), proc,
-                           self.sched.next_tid, job, args, kwargs, parent=host, memory=self.memory)
-        for fd in (rank_end, out_w, err_w):
-            _real.close(fd)
-        rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks, (out, err), _pidfd(pid))
+        try:
+            pid, pidfd = self._zygote.launch(proc.rank, self.sched.next_tid, [rank_end, stacks, out_w, err_w])
+        finally:
+            for fd in (rank_end, out_w, err_w):
+                _real.close(fd)
+        rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks, (out, err), pidfd, self._zygote.wait)
         self.relay.add(out, "stdout")
         self.relay.add(err, "stderr")
         for signum, handler in list(proc.signal_handlers.items()):
             if callable(handler):  # Python's own (SIGINT's default_int_handler) runs in the rank too
                 proc.signal_handlers[signum] = Forward(rank)
         return lambda: self._serve(rank)
+
+    def _fork_zygote(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Zygote:
+        procs = {proc.rank: proc for proc in self.machine.processes}
+        outboxes, memory = self.outboxes, self.memory
+
+        def launch(rank: int, tid: int, descriptors: list[int], zygote: int) -> NoReturn:
+            fd, stacks, out_w, err_w = descriptors
+            rank_side.main(fd, stacks, (out_w, err_w), outboxes.of_rank(rank), procs[rank], tid, job, args, kwargs,
+                           parent=zygote, memory=memory)
+
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        return Zygote.fork((*outboxes.writable, *outboxes.readable, *prepared_descriptors()), launch)
 
     def _greet_everyone(self) -> None:
         """Before any rank runs: every rank process's first word (it mapped its own outbox and
@@ -186,9 +192,7 @@ class ProcessCarrier:
         """Until the rank's next message arrives, or its process ends, show what it writes."""
         if wire.soon(rank.fd):
             return
-        watched = [rank.fd, *(fd for fd in rank.outputs if fd in self.relay.fds)]
-        if rank.pidfd is not None:
-            watched.append(rank.pidfd)
+        watched = [rank.fd, rank.pidfd, *(fd for fd in rank.outputs if fd in self.relay.fds)]
         while True:
             ready = _real.readable(watched, None)
             for fd in rank.outputs:
@@ -275,14 +279,18 @@ class ProcessCarrier:
 
     def close(self) -> None:
         """The run is over: every rank process is killed (none runs code past its run) and reaped,
-        so the host has no child left. All are killed first: the kernel tears them down together."""
+        then the zygote, so the host has no child left. All are killed first: the kernel tears
+        them down together."""
         for rank in self.ranks.values():
             rank.kill("the run ended")
         for rank in self.ranks.values():
-            rank.reap()
+            with contextlib.suppress(ZygoteGone):  # it took its children with it (PR_SET_PDEATHSIG)
+                rank.reap()
             wire.forget(rank.fd)
             _real.close(rank.fd)
             _real.close(rank.stacks)
+        if self._zygote is not None:
+            self._zygote.close()
         self.relay.finish(_GRACE)  # what they wrote last: the pipes end with them
         self.outboxes.close()
         release_confinement()

@@ -14,7 +14,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from greenlet import getcurrent
 
@@ -129,7 +129,7 @@ class Dispositions(dict[int, Any]):
 
 def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, proc: Process, tid: int,
          job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], parent: int,
-         memory: int | None = None) -> None:
+         memory: int | None = None) -> NoReturn:
     """The rank process from fork to exit (``console``: the write ends of its stdout and stderr
     pipes, which the host shows; ``outbox``: its collectives' tensors, outbox.py; ``memory``: the
     private memory it may take, RLIMIT_DATA)."""
