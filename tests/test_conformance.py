@@ -21,6 +21,7 @@ CASES: dict[str, tuple[int, int, dict[str, Any]]] = {
     "threads": (1, 2, {}),
     "signals": (1, 2, {}),
     "collectives": (2, 2, {"torch_distributed": "patched"}),
+    "stores": (2, 2, {}),
     "crash": (2, 1, {"faults": [simfs.CrashNode(node=1, at_time=3.0)]}),
     "exits": (2, 2, {}),
 }
@@ -36,7 +37,7 @@ def _outcome(result: simfs.Result) -> dict[str, Any]:
 @pytest.mark.parametrize("job", sorted(CASES))
 def test_both_carriers_give_the_same_run(job: str, profile: str) -> None:
     nodes, per_node, extra = CASES[job]
-    if job == "collectives":
+    if job in ("collectives", "stores"):
         pytest.importorskip("torch")
     runs = {carrier: _outcome(simfs.Cluster(nodes, per_node, profile=profile, seed=7, carrier=carrier, **extra)
                               .run(getattr(jobs, job)))
@@ -45,14 +46,3 @@ def test_both_carriers_give_the_same_run(job: str, profile: str) -> None:
     for key in greenlet:
         assert process[key] == greenlet[key], f"{job} on {profile}: {key} differs between carriers"
     assert greenlet["trace"], "the job made no traced request"
-
-
-def test_greenlet_ranks_refuse_the_stores_rank_processes_simulate() -> None:
-    """The one request kind the carriers do not share yet: torch's TCPStore is simulated in rank
-    processes (simfs/c10d/store.py) and refused, naming it, on greenlet ranks (docs/limits.md)."""
-    pytest.importorskip("torch")
-    process = simfs.Cluster(1, 2, carrier="process").run(jobs.stores)
-    assert process.ok and process.returns == {0: (True, ["0", "1"]), 1: (True, ["0", "1"])}
-    greenlet = simfs.Cluster(1, 2, carrier="greenlet").run(jobs.stores)
-    assert all(isinstance(e, simfs.BypassError) and "TCPStore" in str(e) for e in greenlet.errors.values())
-    assert sorted(greenlet.errors) == [0, 1]

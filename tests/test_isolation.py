@@ -235,6 +235,8 @@ def env(tmp_path: Path) -> Iterator[Env]:
 ANY = "<any value>"  # expect: returning at all counts as simulated (the host checks do the rest)
 ANY_CALL = "<any call>"  # names: a library entry point; its refusal may name whichever call it made first
 REFUSE_ONLY = "<refusal only>"  # expect: nothing can simulate this; only a refusal is acceptable
+# torch's own class, out of reach of the by-name replacement that gives simfs's TCPStore its names in ranks
+_CPP = {"TCPStore": torch._C._distributed_c10d.TCPStore}
 
 
 @dataclass(frozen=True)
@@ -807,11 +809,16 @@ LIBRARIES = [
     # torch's C++ opens paths and sockets itself, below Python's calls
     A("torch._C.PyTorchFileWriter(path)", lambda c: torch._C.PyTorchFileWriter(c.p("writer.pt")),
       "PyTorchFileWriter", expect=REFUSE_ONLY),
-    A("torch.distributed.FileStore(path)", lambda c: dist.FileStore(c.p("store"), 1), "FileStore",
-      expect=REFUSE_ONLY),
-    A("torch.distributed.TCPStore to the host's listener",
+    A("torch.distributed.FileStore(path)", lambda c: then(dist.FileStore(c.p("store"), 1).set("k", b"v"),
+                                                           os.path.getsize(c.p("store")) > 0), "FileStore",
+      expect=True),
+    A("torch.distributed.TCPStore to the host's listener",  # simulated: no server listens there in virtual time
       lambda c: dist.TCPStore("127.0.0.1", c.port, is_master=False, wait_for_workers=False,
-                              timeout=datetime.timedelta(seconds=2)), "TCPStore", expect=REFUSE_ONLY),
+                              timeout=datetime.timedelta(seconds=2)), "TCPStore", expect=REFUSE_ONLY,
+      raises=(dist.DistStoreError,)),
+    A("torch's C++ TCPStore class, named before the run",
+      lambda c: _CPP["TCPStore"]("127.0.0.1", c.port, is_master=False, wait_for_workers=False,
+                                 timeout=datetime.timedelta(seconds=2)), "TCPStore", expect=REFUSE_ONLY),
     A("select.select on no descriptor for 30 s", lambda c: select.select([], [], [], 30), expect=([], [], [])),
 ]
 

@@ -65,14 +65,18 @@ def test_cpp_openers_of_a_real_path_are_refused_by_name(tmp_path: Path, call: st
     assert not Path(canary).exists()
 
 
-def test_stores_of_greenlet_ranks_are_refused_by_name(tmp_path: Path) -> None:
-    """Greenlet ranks run simfs's stand-in torch.distributed: c10d's C++ stores are refused."""
+def test_the_cpp_stores_are_refused_inside_ranks_and_the_hosts_names_are_its_own(tmp_path: Path) -> None:
+    """torch's C++ stores, reached in a rank through a name made before the run, are refused
+    (they would open a real file or port); torch's names are simfs's stores in ranks, and
+    torch's own classes outside."""
     canary = str(tmp_path / "canary")
+    native = torch._C._distributed_c10d
+    cpp_file_store, cpp_tcp_store = native.FileStore, native.TCPStore  # the host's: torch's own classes
 
     def job() -> list[str]:
         out = []
-        for make in (lambda: dist.FileStore(canary, 1),
-                     lambda: dist.TCPStore("127.0.0.1", 1, is_master=False, wait_for_workers=False)):
+        for make in (lambda: cpp_file_store(canary, 1),
+                     lambda: cpp_tcp_store("127.0.0.1", 1, is_master=False, wait_for_workers=False)):
             try:
                 make()
                 out.append("ran")
@@ -80,15 +84,19 @@ def test_stores_of_greenlet_ranks_are_refused_by_name(tmp_path: Path) -> None:
                 out.append(str(exc))
         return out
 
-    result = simfs.Cluster(carrier="greenlet").run(job)
-    assert result.ok, result.summary()
-    file_store, tcp_store = result.returns[0]
-    assert file_store.startswith("torch.distributed.FileStore bypasses simfs")
-    assert tcp_store.startswith("torch.distributed.TCPStore bypasses simfs")
+    for carrier in ("greenlet", "process"):
+        result = simfs.Cluster(carrier=carrier).run(job)
+        assert result.ok, result.summary()
+        file_store, tcp_store = result.returns[0]
+        assert file_store.startswith("torch._C._distributed_c10d.FileStore bypasses simfs"), carrier
+        assert tcp_store.startswith("torch._C._distributed_c10d.TCPStore bypasses simfs"), carrier
     assert not Path(canary).exists()
+    assert dist.TCPStore is native.TCPStore and dist.FileStore is native.FileStore
+    assert isinstance(dist.HashStore(), dist.Store)
 
 
-def test_a_file_store_of_a_rank_process_writes_the_simulated_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("carrier", ["process", "greenlet"])
+def test_a_file_store_of_a_rank_writes_the_simulated_file(tmp_path: Path, carrier: str) -> None:
     canary = str(tmp_path / "canary")
 
     def job() -> tuple[bytes, bool]:
@@ -97,7 +105,7 @@ def test_a_file_store_of_a_rank_process_writes_the_simulated_file(tmp_path: Path
         store.set("key", b"value")
         return store.get("key"), os.path.exists(canary)
 
-    result = simfs.Cluster().run(job)
+    result = simfs.Cluster(carrier=carrier).run(job)
     assert result.ok, result.summary()
     assert result.returns[0] == (b"value", True)
     assert not Path(canary).exists()
@@ -105,8 +113,8 @@ def test_a_file_store_of_a_rank_process_writes_the_simulated_file(tmp_path: Path
 
 @pytest.mark.parametrize("carrier", ["process", "greenlet"])
 def test_a_tcpstore_client_never_reaches_a_real_listener(carrier: str) -> None:
-    """In a rank process the TCPStore is simulated (no server listens at that address: the client
-    times out in virtual time); in a greenlet rank it is refused. The real listener sees nothing."""
+    """The TCPStore is simulated on both carriers (no server listens at that address: the client
+    times out in virtual time). The real listener sees nothing."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
@@ -123,9 +131,7 @@ def test_a_tcpstore_client_never_reaches_a_real_listener(carrier: str) -> None:
 
         result = simfs.Cluster(carrier=carrier).run(job)
         assert result.ok, result.summary()
-        expected = ("DistStoreError: The client socket has timed out after 1000ms" if carrier == "process" else
-                    "BypassError: torch.distributed.TCPStore bypasses simfs")
-        assert result.returns[0].startswith(expected)
+        assert result.returns[0].startswith("DistStoreError: The client socket has timed out after 1000ms")
         with pytest.raises(BlockingIOError):
             listener.accept()
 

@@ -1,7 +1,8 @@
 """torch's C++ entry points that open real paths or sockets themselves, below Python's file and
 socket calls: inside a rank, TorchScript archives named by path are written and read through
-simulated files; the archive writer and reader given a path, and c10d's TCP and file stores, are
-refused with a BypassError naming the call. Outside ranks each behaves as the original."""
+simulated files; the archive writer and reader given a path, and c10d's C++ TCPStore and FileStore
+(torch's names for them are simfs's stores inside ranks: simfs/c10d/), are refused with a
+BypassError naming the call. Outside ranks each behaves as the original."""
 
 from __future__ import annotations
 
@@ -64,8 +65,8 @@ def install() -> None:
         from torch._C import _distributed_c10d as c10d
     except ImportError:  # a torch built without distributed support
         return
-    instead = "torch.distributed.init_process_group (simulated inside ranks) or torch.distributed.HashStore"
-    patch_function(c10d.TCPStore, "__init__", refusal("torch.distributed.TCPStore",
+    instead = "torch.distributed.TCPStore or FileStore (simulated inside ranks), or torch.distributed.HashStore"
+    patch_function(c10d.TCPStore, "__init__", refusal("torch._C._distributed_c10d.TCPStore",
                                                       "it connects to or listens on a real TCP port", instead))
-    patch_function(c10d.FileStore, "__init__", refusal("torch.distributed.FileStore",
+    patch_function(c10d.FileStore, "__init__", refusal("torch._C._distributed_c10d.FileStore",
                                                        "it creates and locks a real file in C++", instead))

@@ -6,10 +6,14 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 
-class Host(Protocol):
-    """What a group or a store asks of the host."""
+class Asks(Protocol):
+    """What a store asks of the host: a request, its answer."""
+
+    def ask(self, op: str, *args: Any) -> Any: ...
+
+
+class Host(Asks, Protocol):
+    """What a group asks of the host: requests and collectives."""
 
     def collective_named(self, name: str, kind: str, payload: Any, *, timeout: float | None = None,
                          nbytes: int = 0) -> list[Any]: ...
-
-    def ask(self, op: str, *args: Any) -> Any: ...

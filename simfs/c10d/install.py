@@ -52,7 +52,7 @@ def install(host: Host, rank: int, world_size: int, hostname: str, initialized: 
         (c10d, "_new_process_group_helper"): _any_backend_is_simulated(c10d._new_process_group_helper),
         (c10d, "init_process_group"): _replacing_the_premade(me, c10d.init_process_group),
         (c10d, "destroy_process_group"): _telling_the_host(me, c10d.destroy_process_group),
-        (native, "TCPStore"): tcp_store_class(host, hostname),
+        (native, "TCPStore"): tcp_store_class(lambda: (host, hostname)),
         (native, "FileStore"): FileStore,
     })
     host.ask("store_shared", HOST_STORE)
@@ -111,8 +111,9 @@ _copies: list[Any] = [-1, []]  # len(sys.modules) when found; per _REPLACED entr
 
 
 def _torchs(value: Any) -> Any:
-    """torch's own object behind ``value`` (simfs's stand-ins wrap it while they are installed)."""
-    patched = type(value) is FunctionType and getattr(value, "__simfs_patched__", False)
+    """torch's own object behind ``value`` (simfs's stand-ins, functions and the stores' classes,
+    wrap it while they are installed)."""
+    patched = (type(value) is FunctionType or issubclass(type(value), type)) and "__simfs_patched__" in vars(value)
     return value.__wrapped__ if patched else value
 
 
@@ -143,7 +144,15 @@ def _replace(replacements: dict[tuple[ModuleType, str], Any]) -> None:
     """Every name a module holds ``owner.name`` under (its own module's included)."""
     prepare()
     for i, (owner, name) in enumerate(_REPLACED):
+        if (owner, name) not in replacements:
+            continue
         replacement, original = replacements[(owner, name)], _torchs(getattr(owner, name))
         for namespace, key in _copies[1][i]:
             if _torchs(namespace.get(key)) is original:
                 namespace[key] = replacement
+
+
+def replace_stores(tcp_store: Any, file_store: Any) -> None:
+    """torch's names for its TCPStore and FileStore, in every module (a job's by-name imports
+    too), given to these classes; given torch's own classes, the names are torch's again."""
+    _replace({(native, "TCPStore"): tcp_store, (native, "FileStore"): file_store})

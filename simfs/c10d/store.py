@@ -21,7 +21,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import Store
 
 from ..runtime.kvstore import StoreGone, compare_and_swap
-from .host import Host
+from .host import Asks
 
 HOST_STORE = "simfs/p2p"  # the shared store that carries point-to-point messages
 DEFAULT_TIMEOUT = timedelta(seconds=300)  # c10d's kDefaultTimeout (torch/csrc/distributed/c10d/Store.hpp)
@@ -115,7 +115,7 @@ class _KeyValueStore(Store):
 class HostStore(_KeyValueStore):
     """A store in the host: every rank process that names it shares its keys."""
 
-    def __init__(self, host: Host, name: str, timeout: timedelta = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, host: Asks, name: str, timeout: timedelta = DEFAULT_TIMEOUT) -> None:
         super().__init__(self._ask_host)
         self._host = host
         self._name = name
@@ -131,15 +131,17 @@ class HostStore(_KeyValueStore):
 _LOCAL_NAMES = ("localhost", "127.0.0.1", "::1", "0.0.0.0", "")
 
 
-def tcp_store_class(host: Host, own_hostname: str) -> type[HostStore]:
-    """``torch.distributed.TCPStore`` for one rank process: made with ``is_master``, it serves the
-    store from this process's node; otherwise it connects to the server at ``host_name:port``."""
+def tcp_store_class(rank: Callable[[], tuple[Asks, str]]) -> type[HostStore]:
+    """``torch.distributed.TCPStore`` for the rank ``rank()`` names (what it asks, and its
+    hostname): made with ``is_master``, it serves the store from that rank's node; otherwise it
+    connects to the server at ``host_name:port``."""
 
     class TCPStore(HostStore):
         def __init__(self, host_name: str, port: int, world_size: int | None = None, is_master: bool = False,
                      timeout: timedelta = DEFAULT_TIMEOUT, wait_for_workers: bool = True,
                      multi_tenant: bool = False, master_listen_fd: int | None = None,
                      use_libuv: bool = True) -> None:
+            host, own_hostname = rank()
             node = own_hostname if host_name in _LOCAL_NAMES else str(host_name)
             self.host = str(host_name)
             self.libuvBackend = bool(use_libuv)

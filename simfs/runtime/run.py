@@ -7,26 +7,26 @@ import contextvars
 import os
 import sys
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .. import _real, carriers
 from ..choices import ChoiceSource
-from ..errors import Interrupted, OutsideSimulation, SimfsError, TaskKilled
+from ..errors import Interrupted, SimfsError, TaskKilled
 from ..faults import Fault
 from ..fs.filesystems import Filesystems
 from ..hostpaths import HostPaths
-from ..report import CrashInfo, HangInfo, Result, ThreadError, format_exception, user_frame
-from .carrier import ProcessCarrier
+from ..report import CrashInfo, HangInfo, Result, ThreadError, format_exception
+from .carrier import Carrier, GreenletCarrier, ProcessCarrier
+from .carrier.hostdist import DistRequests
 from .dist import DistWorld
 from .heap import young_gc
+from .kvstore import Stores
 from .machine import Machine
 from .marshal import Marshal
 from .process import Process, torchrun_env
-from .procglobals import ProcessGlobals
-from .scheduler import DONE, Scheduler, Task, task_frame
+from .scheduler import DONE, Scheduler, Task
 from .syscalls import Syscalls
 
 
@@ -84,8 +84,11 @@ class Run:
                                bandwidth=settings.collective_bandwidth, timeout=settings.collective_timeout,
                                initialized=settings.dist_initialized, note=self._note_collective,
                                native=settings.torch_distributed == "c10d")
-        self.carrier = ProcessCarrier(self.machine, self.sched, self.world, self._end_process, settings.rank_memory) \
-            if settings.carrier == "process" else None
+        self.stores = Stores(self.sched, self.world.latency, lambda node: node not in self.machine.crashed_nodes)
+        dist = DistRequests(self.world, self.stores, lambda rank: rank // settings.ranks_per_node)
+        self.carrier: Carrier = GreenletCarrier(self.sched, dist, self._end_process) \
+            if settings.carrier == carriers.GREENLET else \
+            ProcessCarrier(self.machine, self.sched, dist, self._end_process, settings.rank_memory)
         self.world.where = self._where
 
     def _note_collective(self, rank: int, op: str, group: str, outcome: str) -> None:
@@ -103,9 +106,6 @@ class Run:
         self.machine.faults.arm_timers()
         wall0 = _real.perf_counter()
         start = self.sched.now
-        per_process = ProcessGlobals()
-        if self.carrier is None:  # rank processes hold their own
-            self.sched.enter = per_process.enter
         sim = threading.Thread(target=self._drive, name="simfs-run", daemon=True)
         interrupted = False
         try:
@@ -118,9 +118,7 @@ class Run:
             if sim.ident is not None:
                 sim.join()
         finally:
-            per_process.leave()
-            if self.carrier is not None:
-                self.carrier.close()
+            self.carrier.close()
             self.machine.close()
             self.fs.choices.source = None
         wall = _real.perf_counter() - wall0
@@ -135,18 +133,14 @@ class Run:
 
     def _stop(self, sim: threading.Thread) -> None:
         """Ctrl-C: every rank stops at its next operation; a rank busy in Python code without
-        any is interrupted where it is (a greenlet rank by an exception, a rank process by
-        SIGKILL: the simulation thread runs only the host's code then, never to be interrupted)."""
+        any is interrupted where it is (Carrier.interrupt)."""
         self.stopping = True
         if sim.ident is None:  # interrupted before the simulation started: nothing ran
             self.state.done.set()
         for _ in range(20):
-            if self.carrier is not None:
-                self.carrier.stop_running("the run was interrupted (Ctrl-C)", stacks=False)
             if self.state.done.wait(0.25):
                 return
-            if self.carrier is None:
-                _raise_in_thread(sim.ident, _Stop)
+            self.carrier.interrupt(sim)
         raise SimfsError("Ctrl-C could not stop the simulation thread (a rank swallows every exception?)")
 
     # -- ranks -------------------------------------------------------------------------------------
@@ -168,25 +162,8 @@ class Run:
             self.fs.proc[node].add(proc.pid, proc.pid - local_rank - 1, ["python", *sys.argv[1:]], env)
         for proc in list(machine.processes):
             delay = machine.faults.start_delays.get(proc.rank, 0.0)
-            body = self._rank_body(proc, job, args, kwargs) if self.carrier is None else \
-                self.carrier.start(proc, job, args, kwargs)
-            sched.spawn(body, proc.rank, proc, f"rank{proc.rank}", is_main=True, start_at=sched.now + delay,
-                        gr_context=caller_context.copy())
-
-    def _rank_body(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> Callable[[], Any]:
-        def body() -> Any:
-            try:
-                return job(*args, **kwargs)
-            except SystemExit as exc:
-                if exc.code in (0, None):
-                    return None
-                raise
-            finally:
-                _wait_for_threads(self.sched, proc.rank)
-                proc.run_atexit()
-                self._end_process(proc, "its process exited")
-        return body
+            sched.spawn(self.carrier.start(proc, job, args, kwargs), proc.rank, proc, f"rank{proc.rank}", is_main=True,
+                        start_at=sched.now + delay, gr_context=caller_context.copy())
 
     def _end_process(self, proc: Process, reason: str) -> None:
         """The process is over: its remaining threads end with it and the kernel closes the
@@ -234,7 +211,7 @@ class Run:
 
     def _where(self, task: Task) -> str:
         """'file:line in function' of the rank code the task is in."""
-        return self.carrier.where(task) if self.carrier is not None else user_frame(task_frame(task))
+        return self.carrier.where(task)
 
     def _record_hang(self, task: Task) -> None:
         state = self.state
@@ -253,8 +230,8 @@ class Run:
 
     def _record_crash(self, node: int, why: str) -> None:
         sched = self.sched
-        if self.carrier is not None:
-            self.carrier.kill_node(node, f"node {node} crashed ({why})")
+        self.carrier.kill_node(node, f"node {node} crashed ({why})")
+        self.stores.node_crashed(node)
         for task in sched.tasks:
             proc = task.context
             if task.is_main and proc.node == node and task.state != DONE:
@@ -265,39 +242,24 @@ class Run:
     # -- the caller's thread -----------------------------------------------------------------------
     def _supervise(self, sim: threading.Thread) -> None:
         """Wait for the simulation thread; answer draws; catch ranks stuck outside simfs."""
-        sched, state, marshal, watchdog = self.sched, self.state, self.marshal, self.settings.watchdog
-        carrier = self.carrier
-        last_switches, last_progress, poked = -1, _real.monotonic(), False
+        sched, state, marshal, watchdog, carrier = self.sched, self.state, self.marshal, self.settings.watchdog, \
+            self.carrier
+        last_progress, progressed_at, poked = -1, _real.monotonic(), False
         while not state.done.is_set():
             if marshal is not None:
                 marshal.serve(0.01)
             else:
                 state.done.wait(0.05)
             now = _real.monotonic()
-            progress = sched.switches + (carrier.requests if carrier is not None else 0)
-            if progress != last_switches or sched.current is None:
-                last_switches, last_progress, poked = progress, now, False
+            progress = sched.switches + carrier.requests
+            if progress != last_progress or sched.current is None:
+                last_progress, progressed_at, poked = progress, now, False
                 continue
-            if now - last_progress < watchdog:
+            if now - progressed_at < watchdog:
                 continue
             task = sched.current
-            if carrier is not None:  # a process can always be stopped: kill it, with its stacks
-                state.notes.append(f"rank {task.rank} ran {watchdog:g}s of real time without a simulated "
-                                   "operation: the watchdog killed its process")
-                carrier.stop_running(f"it ran {watchdog:g}s of real time without a simulated operation (the "
-                                     "watchdog killed it)", stacks=True)
-                last_progress = now
-                continue
-            assert sim.ident is not None  # started
-            stack = "".join(traceback.format_stack(sys._current_frames().get(sim.ident)))
-            if not poked:
-                state.notes.append(f"rank {task.rank} ran {watchdog:g}s of real time without a simulated "
-                                   f"operation (blocked outside the simulation?):\n{stack}")
-                _raise_in_thread(sim.ident, OutsideSimulation)
-                poked, last_progress = True, now
-                continue
-            raise SimfsError(f"rank {task.rank} is blocked outside the simulation and cannot be interrupted "
-                             f"(a real lock, socket or subprocess?); it was here:\n{stack}")
+            state.notes.append(carrier.stuck(task, watchdog, sim, again=poked))
+            poked, progressed_at = True, now
 
     # -- the result --------------------------------------------------------------------------------
     def _result(self, start: float, wall: float, replay: dict[str, Any]) -> Result:
@@ -323,21 +285,3 @@ class Run:
                       virtual_time=sched.now - start, wall_time=wall, trace=self.machine.trace, replay_spec=replay,
                       ops=self.machine.total_ops, switches=sched.switches, notes=state.notes,
                       node_ops=list(self.machine.node_ops), carrier=self.settings.carrier)
-
-
-class _Stop(BaseException):
-    """Raised into a rank that runs Python code without any simulated operation when Ctrl-C
-    stops the run."""
-
-
-def _wait_for_threads(sched: Scheduler, rank: int) -> None:
-    """Process exit: wait for the rank's threads that still make progress (Scheduler.busy_threads)."""
-    while busy := sched.busy_threads(rank):
-        sched.block(busy[0].finished)
-
-
-def _raise_in_thread(ident: int | None, exc_type: type[BaseException]) -> None:
-    import ctypes
-
-    if ident is not None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc_type))

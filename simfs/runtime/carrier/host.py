@@ -11,6 +11,7 @@ import os
 import pickle
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -20,23 +21,21 @@ from ...confinement.confine import release as release_confinement
 from ...errors import OutsideSimulation, RankDied, RankError, RankOutOfMemory, SimfsError
 from ...relay import Relay
 from ...supervise import ask_for_stacks
-from ..kvstore import Stores
 from ..machine import ReadOnRank
 from ..process import Process
 from ..scheduler import Task
 from . import messages, wire
 from . import rank as rank_side
 from .handle import Forward, RankProcess
-from .hostdist import DistRequests
 from .outbox import Outboxes
 from .preload import preload
 from .requests import ProcessRequests
 from .zygote import Zygote, ZygoteGone
 
 if TYPE_CHECKING:
-    from ..dist import DistWorld
     from ..machine import Machine
     from ..scheduler import Scheduler
+    from .hostdist import DistRequests
 
 
 
@@ -50,7 +49,7 @@ class _Exited(Exception):
 class ProcessCarrier:
     """The rank processes of one run."""
 
-    def __init__(self, machine: Machine, sched: Scheduler, world: DistWorld,
+    def __init__(self, machine: Machine, sched: Scheduler, dist: DistRequests,
                  end_process: Callable[[Process, str], None], memory: int | None = None) -> None:
         self.machine = machine
         self.memory = memory  # RLIMIT_DATA of each rank process (None: unlimited)
@@ -63,10 +62,8 @@ class ProcessCarrier:
         self._zygote: Zygote | None = None  # forked at the first start
         preload()
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
-        self.stores = Stores(sched, world.latency, lambda node: node not in machine.crashed_nodes)
-        self.outboxes = Outboxes.create(len(world.world.ranks))  # the ranks' collectives' tensors
+        self.outboxes = Outboxes.create(len(dist.world.world.ranks))  # the ranks' collectives' tensors
         self.relay = Relay()  # what the rank processes write to their stdout and stderr
-        dist = DistRequests(world, self.stores, lambda rank: self.ranks[rank].proc.node)
         for op, serve in dist.handlers().items():
             self._handlers[op] = lambda rank, *args, serve=serve: serve(rank.proc.rank, *args)
 
@@ -264,7 +261,18 @@ class ProcessCarrier:
         for rank in self.ranks.values():
             if rank.proc.node == node:
                 rank.kill(why)
-        self.stores.node_crashed(node)
+
+    def interrupt(self, sim: threading.Thread) -> None:
+        """Ctrl-C: the rank process that holds the turn is killed (the simulation thread runs only
+        the host's code, never to be interrupted)."""
+        self.stop_running("the run was interrupted (Ctrl-C)", stacks=False)
+
+    def stuck(self, task: Task, seconds: float, sim: threading.Thread, again: bool) -> str:
+        """A process can always be stopped: it is killed, after it wrote its threads' stacks."""
+        self.stop_running(f"it ran {seconds:g}s of real time without a simulated operation (the watchdog killed it)",
+                          stacks=True)
+        return f"rank {task.rank} ran {seconds:g}s of real time without a simulated operation: the watchdog killed " \
+            "its process"
 
     def stop_running(self, why: str, *, stacks: bool) -> None:
         """Kill the rank process that holds the turn (Ctrl-C, or the watchdog); with ``stacks``,

@@ -1,0 +1,39 @@
+"""What a run asks of the carrier of its ranks, whichever it is (simfs/carriers.py names them):
+greenlet ranks, which run in the host's interpreter and call the simulated kernel directly, or
+rank processes, which ask it through the port. The run has no branch on which one."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..process import Process
+from ..scheduler import Task
+
+
+class Carrier(Protocol):
+    """The ranks of one run, as the run sees them."""
+
+    requests: int  # requests served so far, a sign of progress besides the scheduler's switches
+
+    def start(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> Callable[[], Any]:
+        """Make the rank ready to run ``job``; returns the body of its main task."""
+
+    def where(self, task: Task) -> str:
+        """'file:line in function' of the rank code the task is in."""
+
+    def kill_node(self, node: int, why: str) -> None:
+        """A node crashed: what runs its ranks ends with it."""
+
+    def interrupt(self, sim: threading.Thread) -> None:
+        """Ctrl-C: stop the rank that holds the turn where it is (``sim``: the simulation thread)."""
+
+    def stuck(self, task: Task, seconds: float, sim: threading.Thread, again: bool) -> str:
+        """The watchdog: ``task`` ran ``seconds`` of real time without a simulated operation
+        (``again``: and again since the last call); stop it, and say what was done. Raises
+        SimfsError when it cannot be stopped."""
+
+    def close(self) -> None:
+        """The run is over: nothing of its ranks runs any more, the host is as it was."""

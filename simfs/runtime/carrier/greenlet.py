@@ -1,0 +1,117 @@
+"""Greenlet ranks: every rank a task of the host's scheduler in the host's interpreter, whose
+intercepted calls go to the simulated kernel directly (no copy, no message). The interpreter-wide
+names a process owns alone are swapped in while each rank runs (procglobals.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from ...errors import OutsideSimulation, SimfsError
+from ...report import user_frame
+from ..process import Process
+from ..procglobals import ProcessGlobals
+from ..scheduler import Scheduler, Task, task_frame
+from .hostdist import DistRequests
+
+
+class Stop(BaseException):
+    """Raised into a rank that runs Python code without any simulated operation when Ctrl-C
+    stops the run."""
+
+
+class DirectHost:
+    """What torch's stores ask of the kernel on greenlet ranks (c10d/host.py Asks): the request
+    handler itself, called as the rank that runs, as a rank process's request is served."""
+
+    def __init__(self, sched: Scheduler, handlers: dict[str, Callable[..., Any]]) -> None:
+        self._sched = sched
+        self._handlers = handlers
+
+    def ask(self, op: str, *args: Any) -> Any:
+        task = self._sched.current
+        assert task is not None, "a store's request outside a rank"
+        return self._handlers[op](task.rank, *args)
+
+
+class GreenletCarrier:
+    """The greenlet ranks of one run."""
+
+    requests = 0  # a greenlet rank's every request is a switch of the scheduler
+
+    def __init__(self, sched: Scheduler, dist: DistRequests, end_process: Callable[[Process, str], None]) -> None:
+        self.sched = sched
+        self._end_process = end_process
+        self._host = DirectHost(sched, dist.handlers())
+        self._globals = ProcessGlobals()
+        sched.enter = self._globals.enter
+        self._stores = _torch_stores()
+        if self._stores is not None:
+            self._stores.install()
+
+    def start(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> Callable[[], Any]:
+        """The job, then what a process does when its main thread is done: wait for its
+        threads that still make progress, and run its atexit handlers."""
+        sched = self.sched
+        proc.c10d_host = self._host
+
+        def body() -> Any:
+            try:
+                return job(*args, **kwargs)
+            except SystemExit as exc:
+                if exc.code in (0, None):
+                    return None
+                raise
+            finally:
+                while busy := sched.busy_threads(proc.rank):
+                    sched.block(busy[0].finished)
+                proc.run_atexit()
+                self._end_process(proc, "its process exited")
+        return body
+
+    def where(self, task: Task) -> str:
+        return user_frame(task_frame(task))
+
+    def kill_node(self, node: int, why: str) -> None:
+        """Nothing runs a greenlet rank but the scheduler, which abandons the node's tasks."""
+
+    def interrupt(self, sim: threading.Thread) -> None:
+        _raise_in_thread(sim.ident, Stop)
+
+    def stuck(self, task: Task, seconds: float, sim: threading.Thread, again: bool) -> str:
+        """The simulation thread runs the rank: an exception raised into it, or, when that did
+        not stop it, the run is given up (it waits on something simfs cannot interrupt)."""
+        stack = "".join(traceback.format_stack(sys._current_frames().get(sim.ident or 0)))
+        if again:
+            raise SimfsError(f"rank {task.rank} is blocked outside the simulation and cannot be interrupted "
+                             f"(a real lock, socket or subprocess?); it was here:\n{stack}")
+        _raise_in_thread(sim.ident, OutsideSimulation)
+        return (f"rank {task.rank} ran {seconds:g}s of real time without a simulated operation (blocked outside "
+                f"the simulation?):\n{stack}")
+
+    def close(self) -> None:
+        self._globals.leave()
+        if self._stores is not None:
+            self._stores.uninstall()
+
+
+def _torch_stores() -> Any:
+    """simfs/c10d/greenlets.py when torch.distributed is loaded (a job that loads it only inside
+    its ranks, in the process's first run, finds torch's C++ stores refused: docs/limits.md)."""
+    if "torch.distributed" not in sys.modules:
+        return None
+    try:
+        from ...c10d import greenlets
+    except ImportError:  # a torch built without distributed support
+        return None
+    return greenlets
+
+
+def _raise_in_thread(ident: int | None, exc_type: type[BaseException]) -> None:
+    if ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc_type))
