@@ -26,7 +26,7 @@ class RankProcess:
     fd: int
     stacks: int
     outputs: tuple[int, int]  # the read ends of its stdout and stderr
-    pidfd: int
+    pidfd: int  # -1 until the zygote says the process started
     wait: Callable[[int], int]  # wait(pid): its wait status once it ended (zygote.py)
     queues: dict[int, WaitQueue] = field(default_factory=dict)  # the rank's wait queues, by its key
     signals: list[int] = field(default_factory=list)  # for its handlers, with its main thread's next answer
@@ -38,7 +38,7 @@ class RankProcess:
     def kill(self, why: str) -> None:
         """SIGKILL the process (a crashed node, a stuck rank, the end of the run), as the host's
         own call even when a rank's request led here (the audit hook refuses rank tasks' kills)."""
-        if self.reaped:
+        if self.reaped or self.pidfd < 0:
             return
         self.killed = self.killed or why
         task = current_task()
@@ -53,8 +53,8 @@ class RankProcess:
                 task.host_calls -= 1
 
     def reap(self) -> int:
-        """Wait for the process to be gone; its wait status (0 if reaped before)."""
-        if self.reaped:
+        """Wait for the process to be gone; its wait status (0 if reaped before, or never started)."""
+        if self.reaped or self.pidfd < 0:
             return 0
         status = self.wait(self.pid)
         self.reaped = True

@@ -12,6 +12,7 @@ import pickle
 import socket
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
 
 
 
+# launches the host asks of the zygote before it waits for the oldest: the zygote forks while the
+# host makes the next ranks' descriptors, and neither fills the other's socket buffer
+LAUNCH_WINDOW = 16
 _GRACE = 1.0  # real seconds a rank process whose socket ended gets to end too; the pipes after the run
 
 
@@ -60,6 +64,7 @@ class ProcessCarrier:
         self.confinement: Confinement | None = None
         self._where: dict[int, str] = {}  # task id -> where its rank code made its last request
         self._zygote: Zygote | None = None  # forked at the first start
+        self._launching: deque[RankProcess] = deque()  # asked of the zygote, not yet known to have started
         preload()
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
         self.outboxes = Outboxes.create(len(dist.world.world.ranks))  # the ranks' collectives' tensors
@@ -79,11 +84,14 @@ class ProcessCarrier:
         stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")
         (out, out_w), (err, err_w) = relay.pipe(), relay.pipe()
         try:
-            pid, pidfd = self._zygote.launch(proc.rank, self.sched.next_tid, [rank_end, stacks, out_w, err_w])
+            self._zygote.launch(proc.rank, self.sched.next_tid, [rank_end, stacks, out_w, err_w])
         finally:
             for fd in (rank_end, out_w, err_w):
                 _real.close(fd)
-        rank = self.ranks[proc.rank] = RankProcess(proc, pid, host_end, stacks, (out, err), pidfd, self._zygote.wait)
+        rank = self.ranks[proc.rank] = RankProcess(proc, 0, host_end, stacks, (out, err), -1, self._zygote.wait)
+        self._launching.append(rank)
+        if len(self._launching) >= LAUNCH_WINDOW:
+            self._started()
         self.relay.add(out, "stdout")
         self.relay.add(err, "stderr")
         for signum, handler in list(proc.signal_handlers.items()):
@@ -104,10 +112,18 @@ class ProcessCarrier:
             stream.flush()
         return Zygote.fork((*outboxes.writable, *outboxes.readable, *prepared_descriptors()), launch)
 
+    def _started(self) -> None:
+        """The oldest launch's process is known (its pid and pidfd)."""
+        assert self._zygote is not None  # it launched
+        rank = self._launching.popleft()
+        rank.pid, rank.pidfd = self._zygote.started(rank.proc.rank)
+
     def _greet_everyone(self) -> None:
         """Before any rank runs: every rank process's first word (it mapped its own outbox and
         confined itself), then the outboxes sealed. What ended a rank process before it spoke is
         raised in its own proxy, not in the one that greets."""
+        while self._launching:
+            self._started()
         for rank in self.ranks.values():
             if not rank.greeted:
                 rank.greeted = True
@@ -289,6 +305,9 @@ class ProcessCarrier:
         """The run is over: every rank process is killed (none runs code past its run) and reaped,
         then the zygote, so the host has no child left. All are killed first: the kernel tears
         them down together."""
+        with contextlib.suppress(ZygoteGone):
+            while self._launching:
+                self._started()
         for rank in self.ranks.values():
             rank.kill("the run ended")
         for rank in self.ranks.values():

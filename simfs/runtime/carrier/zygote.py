@@ -24,10 +24,11 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from ... import _real
+from ..._intercept.registry import host_calls
 from ...confinement import descriptors, kernel
 
 _LAUNCH = struct.Struct("=qq")  # host -> zygote: (rank, tid), with the rank's descriptors
-_REPORT = struct.Struct("=qqq")  # zygote -> host: (STARTED, pid, 0) with its pidfd, or (ENDED, pid, status)
+_REPORT = struct.Struct("=qqq")  # zygote -> host: (STARTED, pid, rank) with its pidfd, or (ENDED, pid, status)
 STARTED, ENDED = 1, 2
 MAX_DESCRIPTORS = 8
 
@@ -60,18 +61,26 @@ class Zygote:
         zygote_end.close()
         return cls(pid, host_end)
 
-    def launch(self, rank: int, tid: int, descriptors: list[int]) -> tuple[int, int]:
-        """Fork rank ``rank``'s process (``tid``: its main thread's task) with ``descriptors``;
-        returns its pid and a pidfd of it. The caller still owns (and closes) ``descriptors``."""
+    def launch(self, rank: int, tid: int, descriptors: list[int]) -> None:
+        """Ask for rank ``rank``'s process (``tid``: its main thread's task) with ``descriptors``
+        (sent as they are now: the caller may close its own right after); ``started`` says which
+        process it is. Several may be asked for before the first is known, so that the zygote
+        forks while the host makes the next rank's descriptors."""
         try:
-            socket.send_fds(self._control, [_LAUNCH.pack(rank, tid)], descriptors)
+            with host_calls():
+                socket.send_fds(self._control, [_LAUNCH.pack(rank, tid)], descriptors)
         except OSError as exc:
             raise ZygoteGone(f"the zygote is gone ({exc})") from None
+
+    def started(self, rank: int) -> tuple[int, int]:
+        """The pid and a pidfd of the process of ``rank``, the oldest launch not yet started."""
         while True:
-            kind, pid, status, pidfd = self._report()
+            kind, pid, detail, pidfd = self._report()
             if kind == STARTED and pidfd is not None:
+                if detail != rank:
+                    raise ZygoteGone(f"the zygote started rank {detail}'s process, rank {rank}'s was next")
                 return pid, pidfd
-            self._ended[pid] = status
+            self._ended[pid] = detail
 
     def wait(self, pid: int) -> int:
         """The wait status of process ``pid`` (one the zygote forked), once it ended."""
@@ -85,7 +94,8 @@ class Zygote:
 
     def _report(self) -> tuple[int, int, int, int | None]:
         try:
-            data, fds = _receive(self._control, _REPORT.size, 1)
+            with host_calls():  # the host's own calls, also when a rank's proxy task reads the report
+                data, fds = _receive(self._control, _REPORT.size, 1)
         except OSError as exc:
             raise ZygoteGone(f"the zygote is gone ({exc})") from None
         if len(data) != _REPORT.size:
@@ -134,7 +144,7 @@ def _serve(control: socket.socket, keep: tuple[int, ...], launch: Launch, parent
                 _real.close(fd)
             pidfd = os.pidfd_open(pid)
             children[pidfd] = pid
-            socket.send_fds(control, [_REPORT.pack(STARTED, pid, 0)], [pidfd])
+            socket.send_fds(control, [_REPORT.pack(STARTED, pid, rank)], [pidfd])
         for pid in children.values():  # killed by the host: gone at once
             _real.waitpid(pid, 0)
     except BaseException:  # noqa: BLE001 - the zygote never returns into the host's code
