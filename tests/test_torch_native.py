@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+from torch.distributed import TCPStore as ByName  # a by-name import, which a run replaces and gives back
 
 import simfs
 
@@ -147,3 +148,27 @@ def test_a_file_object_still_reaches_the_archive_writer_inside_a_rank() -> None:
     result = simfs.Cluster().run(job)
     assert result.ok, result.summary()
     assert result.returns[0] > 5
+
+
+def test_a_greenlet_run_in_this_process_gives_torchs_store_names_back() -> None:
+    """Greenlet ranks in the caller's own process (isolate=False) get simfs's stores under torch's
+    names, by-name imports included, for the run only: afterwards every name is torch's class
+    again and makes torch's own store."""
+    import torch.distributed.distributed_c10d as c10d
+    import torch.distributed.rendezvous as rendezvous
+
+    native = torch._C._distributed_c10d
+
+    def job() -> tuple[str, str]:
+        made = ByName("node0", 29500, 1, True, wait_for_workers=False, timeout=datetime.timedelta(seconds=5))
+        made.set("k", "v")
+        return type(made).__module__, made.get("k").decode()
+
+    result = simfs.Cluster(carrier="greenlet", isolate=False).run(job)
+    assert result.ok, result.summary()
+    assert result.returns[0] == ("simfs.c10d.store", "v")
+    for owner in (dist, c10d, rendezvous):
+        for name in ("TCPStore", "FileStore"):
+            assert getattr(owner, name, None) in (None, getattr(native, name)), f"{owner.__name__}.{name}"
+    assert ByName is native.TCPStore
+    assert type(dist.HashStore()) is native.HashStore
