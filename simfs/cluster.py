@@ -5,6 +5,7 @@ reported run again."""
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from .runspec import (
     profile_spec,
     resolve_job,
 )
+from .runtime.carrier.greenlet import StoreNames
 from .runtime.dist import DEFAULT_TIMEOUT
 from .runtime.heap import garbage
 from .runtime.marshal import Marshal
@@ -259,7 +261,7 @@ class Cluster:
         recorder = None if isinstance(source, SeededChoices) else RecordingChoices(source)
         marshal = Marshal(recorder or source) if getattr(source, "thread_bound", False) else None
         draws: ChoiceSource = marshal or recorder or source
-        run = Run(self.settings, self.fs, host_paths(), index, fault_list, draws, marshal)
+        run = Run(self.settings, self.fs, host_paths(), index, fault_list, draws, marshal, _torch_store_names())
         spec = self._replay_spec(job, args, kwargs, index, fault_list)
         if recorder is not None:
             spec["draws"] = recorder.draws  # filled in as the run draws
@@ -333,3 +335,16 @@ def replay(text: str, job: Callable[..., Any] | None = None, *args: Any, **kwarg
     if mismatch:
         result.notes.append(mismatch)
     return result
+
+
+def _torch_store_names() -> StoreNames | None:
+    """What gives torch's store names to simfs's stores on greenlet ranks (simfs/c10d/greenlets.py),
+    when torch.distributed is loaded; a job that loads it only inside its ranks, in the process's
+    first run, finds torch's C++ stores refused there (docs/limits.md)."""
+    if "torch.distributed" not in sys.modules:
+        return None
+    try:
+        from .c10d import greenlets
+    except ImportError:  # a torch built without distributed support
+        return None
+    return greenlets

@@ -19,6 +19,7 @@ from ..fs.filesystems import Filesystems
 from ..hostpaths import HostPaths
 from ..report import CrashInfo, HangInfo, Result, ThreadError, format_exception
 from .carrier import Carrier, GreenletCarrier, ProcessCarrier
+from .carrier.greenlet import StoreNames
 from .carrier.hostdist import DistRequests
 from .dist import DistWorld
 from .heap import young_gc
@@ -69,7 +70,7 @@ class Run:
     """A run of ``job(*args, **kwargs)`` on every rank of a cluster."""
 
     def __init__(self, settings: Settings, fs: Filesystems, host: HostPaths, index: int, faults: list[Fault],
-                 draws: ChoiceSource, marshal: Marshal | None) -> None:
+                 draws: ChoiceSource, marshal: Marshal | None, store_names: StoreNames | None = None) -> None:
         self.settings = settings
         self.index = index
         self.marshal = marshal
@@ -86,7 +87,7 @@ class Run:
                                native=settings.torch_distributed == "c10d")
         self.stores = Stores(self.sched, self.world.latency, lambda node: node not in self.machine.crashed_nodes)
         dist = DistRequests(self.world, self.stores, lambda rank: rank // settings.ranks_per_node)
-        self.carrier: Carrier = GreenletCarrier(self.sched, dist, self._end_process) \
+        self.carrier: Carrier = GreenletCarrier(self.sched, dist, self._end_process, store_names) \
             if settings.carrier == carriers.GREENLET else \
             ProcessCarrier(self.machine, self.sched, dist, self._end_process, settings.rank_memory)
         self.world.where = self._where

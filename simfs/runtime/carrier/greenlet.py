@@ -9,7 +9,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ...errors import OutsideSimulation, SimfsError
 from ...report import user_frame
@@ -22,6 +22,15 @@ from .hostdist import DistRequests
 class Stop(BaseException):
     """Raised into a rank that runs Python code without any simulated operation when Ctrl-C
     stops the run."""
+
+
+class StoreNames(Protocol):
+    """torch's names for its stores, given to simfs's for the run (simfs/c10d/greenlets.py, which
+    the caller passes in when torch.distributed is loaded: this side imports nothing of c10d)."""
+
+    def install(self) -> None: ...
+
+    def uninstall(self) -> None: ...
 
 
 class DirectHost:
@@ -43,15 +52,16 @@ class GreenletCarrier:
 
     requests = 0  # a greenlet rank's every request is a switch of the scheduler
 
-    def __init__(self, sched: Scheduler, dist: DistRequests, end_process: Callable[[Process, str], None]) -> None:
+    def __init__(self, sched: Scheduler, dist: DistRequests, end_process: Callable[[Process, str], None],
+                 store_names: StoreNames | None = None) -> None:
         self.sched = sched
         self._end_process = end_process
         self._host = DirectHost(sched, dist.handlers())
         self._globals = ProcessGlobals()
         sched.enter = self._globals.enter
-        self._stores = _torch_stores()
-        if self._stores is not None:
-            self._stores.install()
+        self._stores = store_names
+        if store_names is not None:
+            store_names.install()
 
     def start(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> Callable[[], Any]:
@@ -98,18 +108,6 @@ class GreenletCarrier:
         self._globals.leave()
         if self._stores is not None:
             self._stores.uninstall()
-
-
-def _torch_stores() -> Any:
-    """simfs/c10d/greenlets.py when torch.distributed is loaded (a job that loads it only inside
-    its ranks, in the process's first run, finds torch's C++ stores refused: docs/limits.md)."""
-    if "torch.distributed" not in sys.modules:
-        return None
-    try:
-        from ...c10d import greenlets
-    except ImportError:  # a torch built without distributed support
-        return None
-    return greenlets
 
 
 def _raise_in_thread(ident: int | None, exc_type: type[BaseException]) -> None:
