@@ -12,10 +12,11 @@ where it passes: every example runs; searched in this process, as simfs run's wo
 ``--scale``, wall seconds of one run of N ranks (8 per node) that make a directory, write a file
 each, meet at a barrier and list the directory.
 
-Then what a rank process's message costs to write and to read, side by side: the typed messages
-and plain data a rank sends now (messages.py, plaindata: msgpack, strict decoding) against the
-pickles read through a restricted unpickler that the host took before issue 29, for the
-requests ranks make most and for a return value and an error."""
+Then what a message between a rank process and the host costs to write and to read, side by side:
+the port's typed messages of plain data (simfs/port/schema.py, plaindata: msgpack, strict decoding)
+against the pickles they replaced (a rank's requests, read by the host through a restricted
+unpickler before issue 29; the host's answers, pickled until issue 30), for the requests ranks
+make most, the host's answer to a stat, and a rank's return value and error."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from common import add_record_flag, median_of, table, timed, write_report
 from scenarios import explore
 from scenarios.registry import get
 from simfs import plaindata
-from simfs.runtime.carrier import messages
+from simfs.port import schema
 
 CARRIERS = ("greenlet", "process")
 OPS = 4000  # simulated operations per rank per run (create, write, close, stat, list)
@@ -121,7 +122,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
     numpy arrays, standard exceptions). Typical requests name no class, so this costs what
     pickle.loads does."""
 
-    ALLOWED = frozenset({("builtins", "FileNotFoundError"), ("builtins", "OSError"), ("builtins", "tuple")})
+    ALLOWED = frozenset({("builtins", "FileNotFoundError"), ("builtins", "OSError"), ("builtins", "tuple"),
+                         ("os", "stat_result")})
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in self.ALLOWED:
@@ -135,28 +137,35 @@ def _pickled(message: tuple[Any, ...]) -> tuple[Any, Any]:
             lambda: _RestrictedUnpickler(io.BytesIO(data)).load())
 
 
-def _typed(write: Any) -> tuple[Any, Any]:
+def _typed(write: Any, read: Any = schema.decode) -> tuple[Any, Any]:
     data = write()
-    return write, lambda: messages.decode(data)
+    return write, lambda: read(data)
 
 
 ERROR = FileNotFoundError(2, "No such file or directory", "/shared/ckpt/step-3/shard-0")
 RETURNED = {"loss": [0.5 * i for i in range(100)], "step": 3}
 WHERE = "train.py:41 in save"
-MESSAGES: dict[str, tuple[tuple[Any, ...], Any]] = {
+STAT = os.stat_result((0o100644, 12, 40, 1, 0, 0, 4096, 1e9, 1e9, 1e9))
+MESSAGES: dict[str, tuple[tuple[Any, ...], Any, Any]] = {
     "stat request": (("call", 7, "sys", WHERE, "stat", ("/shared/ckpt/latest",), {}, False, 0o22),
-                     lambda: messages.call(7, "sys", WHERE, ("stat", ("/shared/ckpt/latest",), {}, False, 0o22))),
+                     lambda: schema.call(7, WHERE, schema.SystemCall("stat", ["/shared/ckpt/latest"], {})),
+                     schema.decode),
     "write request, 4 KiB": (("call", 7, "sys", WHERE, "write", (1001, b"x" * 4096), {}, False, 0o22),
-                             lambda: messages.call(7, "sys", WHERE, ("write", (1001, b"x" * 4096), {}, False, 0o22))),
+                             lambda: schema.call(7, WHERE, schema.SystemCall("write", [1001, b"x" * 4096], {})),
+                             schema.decode),
     "trace note": (("call", 7, "note", WHERE, "sleep", "", "1s"),
-                   lambda: messages.call(7, "note", WHERE, ("sleep", "", "1s"))),
+                   lambda: schema.call(7, WHERE, schema.Note("sleep", "", "1s")), schema.decode),
+    "the host's answer to a stat": ((7, "ok", STAT, [], 12.5), lambda: schema.answer(7, 12.5, [], STAT),
+                                    schema.decode_answer),
     "return value (dict of 100 floats)": (("done", 7, pickle.dumps(RETURNED)),
-                                          lambda: messages.encode(messages.Done(7, plaindata.dumps(RETURNED)))),
+                                          lambda: schema.encode(schema.Done(7, plaindata.dumps(RETURNED))),
+                                          schema.decode),
     "raised FileNotFoundError": (("raised", 7, pickle.dumps(ERROR), "builtins.FileNotFoundError", str(ERROR),
                                   "Traceback ...", WHERE),
-                                 lambda: messages.encode(messages.Raised(7, plaindata.dumps(ERROR),
-                                                                         "builtins.FileNotFoundError", str(ERROR),
-                                                                         "Traceback ...", WHERE))),
+                                 lambda: schema.encode(schema.Raised(7, plaindata.dumps(ERROR),
+                                                                     "builtins.FileNotFoundError", str(ERROR),
+                                                                     "Traceback ...", WHERE)),
+                                 schema.decode),
 }
 
 
@@ -168,8 +177,8 @@ def microseconds(fn: Any, repeats: int) -> float:
 
 def message_rows(repeats: int) -> tuple[list[list[str]], dict[str, Any]]:
     rows, data = [], {}
-    for what, (old, new) in MESSAGES.items():
-        (old_write, old_read), (new_write, new_read) = _pickled(old), _typed(new)
+    for what, (old, write, read) in MESSAGES.items():
+        (old_write, old_read), (new_write, new_read) = _pickled(old), _typed(write, read)
         times = {"pickle write": microseconds(old_write, repeats), "pickle read": microseconds(old_read, repeats),
                  "typed write": microseconds(new_write, repeats), "typed read": microseconds(new_read, repeats)}
         before, after = times["pickle write"] + times["pickle read"], times["typed write"] + times["typed read"]

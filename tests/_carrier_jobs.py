@@ -173,8 +173,8 @@ def forges_its_answer() -> str:
     """Sends the host, on the rank's own socket, a pickle that would run a command there."""
     import pickle
 
+    from simfs.port import framing as wire
     from simfs.runtime.carrier import rank as rank_side
-    from simfs.runtime.carrier import wire
 
     link = next(o for o in gc.get_objects() if isinstance(o, rank_side.Link))
 

@@ -47,7 +47,7 @@ def returns_an_object_array() -> str:
     host took before: an object array's elements are pointers the host follows."""
     import numpy
 
-    from simfs.runtime.carrier import wire
+    from simfs.port import framing as wire
 
     forged = pickle.dumps(numpy.array([1, 2], dtype=object))
     wire.send(_link().fd, pickle.dumps(("done", _tid(), forged)))
@@ -60,10 +60,11 @@ def forges_an_object_array_in_msgpack() -> str:
     import msgspec
 
     from simfs import plaindata
-    from simfs.runtime.carrier import messages, wire
+    from simfs.port import framing as wire
+    from simfs.port import schema
 
     array = msgspec.msgpack.Ext(plaindata.NDARRAY, msgspec.msgpack.encode(["|O", [1], b"\0" * 8]))
-    wire.send(_link().fd, messages.encode(messages.Done(_tid(), msgspec.msgpack.encode(array))))
+    wire.send(_link().fd, schema.encode(schema.Done(_tid(), msgspec.msgpack.encode(array))))
     time.sleep(60)
     return "unreached"
 
@@ -239,19 +240,31 @@ def runs_another_program() -> str:
 
 # -- class 9: forged requests -----------------------------------------------------------------------------
 def forges_requests() -> dict[str, Any]:
+    from simfs.port import schema
+
     link = _link()
     out: dict[str, Any] = {}
-    for name, call in {"note as rank 1": lambda: link.ask("note", "forged", "/x", "by rank 1", 1, 0),
-                       "note": lambda: link.ask("note", "noted", "/y", "mine"),
-                       "elapse nan": lambda: link.ask("elapse", float("nan")),
-                       "elapse inf": lambda: link.ask("elapse", float("inf")),
-                       "block nan": lambda: link.ask("block", 1, "forever", float("nan"))}.items():
+    for name, call in {"note": lambda: link.ask(schema.Note("noted", "/y", "mine")),
+                       "elapse nan": lambda: link.ask(schema.Elapse(float("nan"))),
+                       "elapse inf": lambda: link.ask(schema.Elapse(float("inf"))),
+                       "block nan": lambda: link.ask(schema.Block(1, "forever", float("nan")))}.items():
         try:
             out[name] = repr(call())
         except Exception as exc:  # noqa: BLE001 - the host's answer, described
             out[name] = type(exc).__name__
     out["time"] = time.time()
     return out
+
+
+def forges_a_note_as_rank_0() -> str:
+    """A trace note with a rank and a node of its choosing: fields the schema's Note does not have."""
+    import msgspec
+
+
+    link = _link()
+    link.tell(msgspec.msgpack.encode(["Call", _tid(), "job.py:1 in forge", ["Note", "forged", "/x", "mine", 0, 0]]))
+    link.answer(_tid())
+    return "answered"
 
 
 def grows_its_stacks_file_and_dies() -> None:

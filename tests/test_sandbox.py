@@ -323,10 +323,16 @@ def test_a_rank_that_cuts_its_socket_ends_its_run_at_once(tmp_path: Path) -> Non
 def test_a_rank_forges_no_request(tmp_path: Path) -> None:
     out, _ = host(_run("forges_requests", ranks=2), tmp_path)
     forged = out["returns"]["1"]
-    assert forged["note as rank 1"] == "TypeError" and forged["note"] == "None"
+    assert forged["note"] == "None"
     assert forged["elapse nan"] == forged["elapse inf"] == forged["block nan"] == "ValueError"
     notes = [(rank, op) for _, rank, _, op, *_ in out["trace"] if op in ("forged", "noted")]
     assert notes == [(0, "noted"), (1, "noted")]
+
+
+def test_a_note_in_another_ranks_name_ends_the_rank_that_forged_it(tmp_path: Path) -> None:
+    out, _ = host(_run("forges_a_note_as_rank_0", ranks=2), tmp_path)
+    assert out["errors"]["1"][0] == "SimfsError" and "does not load" in out["errors"]["1"][1], out["errors"]
+    assert not [line for line in out["trace"] if line[3] == "forged"]
 
 
 def test_a_sparse_stacks_file_costs_the_host_nothing(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from torch._C._distributed_c10d import (  # type: ignore[attr-defined]  # _creat
 )
 from torch.futures import Future
 
+from ..port import schema
 from .host import Host
 from .reduce import reduce
 
@@ -223,18 +224,18 @@ class SimProcessGroup(dist.ProcessGroup):
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> Any:
         from .store import HOST_STORE, encode_tensor
 
-        self._host.ask("store", HOST_STORE, "set", [self._mailbox("send", dst, tag), encode_tensor(tensors[0])])
+        self._host.ask(schema.StoreOp(HOST_STORE, "set", [self._mailbox("send", dst, tag), encode_tensor(tensors[0])]))
         return finished(tensors)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int = 0) -> Any:
         from .store import HOST_STORE, decode_tensor
 
         key = self._mailbox("recv", src, tag)
-        data = self._host.ask("store", HOST_STORE, "get", [key, self._timeout.total_seconds()])
+        data = self._host.ask(schema.StoreOp(HOST_STORE, "get", [key, self._timeout.total_seconds()]))
         if data is None:
             raise dist.DistBackendError(f"[simfs] rank {self._rank} of {self._host_name}: recv from rank {src} "
                                         f"(tag {tag}) timed out after {self._timeout.total_seconds():g}s (virtual)")
-        self._host.ask("store", HOST_STORE, "delete_key", [key])
+        self._host.ask(schema.StoreOp(HOST_STORE, "delete_key", [key]))
         tensors[0].copy_(decode_tensor(data))
         return finished(tensors)
 

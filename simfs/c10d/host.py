@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ..port import schema
+
 
 class Asks(Protocol):
     """What a store asks of the host: a request, its answer."""
 
-    def ask(self, op: str, *args: Any) -> Any: ...
+    def ask(self, request: schema.Request) -> Any: ...
 
 
 class Host(Asks, Protocol):

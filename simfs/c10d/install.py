@@ -20,6 +20,7 @@ import torch.distributed.rendezvous  # noqa: F401 - loaded, so that its by-name 
 from torch._C import _distributed_c10d as native
 
 from .._intercept import torchdist
+from ..port import schema
 from . import functional
 from .group import SIMFS, SimProcessGroup
 from .host import Host
@@ -55,9 +56,9 @@ def install(host: Host, rank: int, world_size: int, hostname: str, initialized: 
         (native, "TCPStore"): tcp_store_class(lambda: (host, hostname)),
         (native, "FileStore"): FileStore,
     })
-    host.ask("store_shared", HOST_STORE)
+    host.ask(schema.StoreShared(HOST_STORE))
     if initialized:
-        host.ask("store_shared", WORLD_STORE)
+        host.ask(schema.StoreShared(WORLD_STORE))
         dist.init_process_group("gloo", store=HostStore(host, WORLD_STORE), rank=rank, world_size=world_size,
                                 timeout=me.timeout)
         me.premade = True
@@ -68,7 +69,7 @@ def _create(me: _Rank, opts: Any) -> SimProcessGroup:
     ranks = list(opts.global_ranks_in_group) or list(range(me.world_size))
     name = "WORLD" if not opts.global_ranks_in_group else str(opts.group_id)
     timeout: timedelta = me.timeout if opts.timeout == c10d.default_pg_timeout else opts.timeout
-    me.host.ask("dist_group", name, ranks, timeout.total_seconds())
+    me.host.ask(schema.DistGroup(name, ranks, timeout.total_seconds()))
     return SimProcessGroup(me.host, name, int(opts.group_rank), int(opts.group_size), ranks, timeout)
 
 
@@ -101,7 +102,7 @@ def _telling_the_host(me: _Rank, real: Any) -> Any:
         real(group)
         if default:
             me.premade = False
-            me.host.ask("dist_destroy")
+            me.host.ask(schema.DistDestroy())
     return destroy_process_group
 
 

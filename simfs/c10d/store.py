@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Store
 
+from ..port import schema
 from ..runtime.kvstore import StoreGone, compare_and_swap
 from .host import Asks
 
@@ -123,7 +124,7 @@ class HostStore(_KeyValueStore):
 
     def _ask_host(self, op: str, *args: Any) -> Any:
         try:
-            return self._host.ask("store", self._name, op, list(args))
+            return self._host.ask(schema.StoreOp(self._name, op, list(args)))
         except StoreGone as gone:
             raise dist.DistNetworkError(f"Connection reset by peer ({gone}; simfs: its node crashed)") from None
 
@@ -146,7 +147,7 @@ def tcp_store_class(rank: Callable[[], tuple[Asks, str]]) -> type[HostStore]:
             self.host = str(host_name)
             self.libuvBackend = bool(use_libuv)
             if is_master:
-                listening: str | None = host.ask("store_listen", int(port))
+                listening: str | None = host.ask(schema.StoreListen(int(port)))
                 if listening is None:
                     raise dist.DistNetworkError(
                         f"The server socket has failed to listen on any local network address. port: {port}, "
@@ -157,12 +158,12 @@ def tcp_store_class(rank: Callable[[], tuple[Asks, str]]) -> type[HostStore]:
             address = f"{node}:{port}"
             super().__init__(host, address, timeout)
             seconds = timeout.total_seconds()
-            if not host.ask("store_connect", address, seconds):
+            if not host.ask(schema.StoreConnect(address, seconds)):
                 raise dist.DistStoreError(
                     f"The client socket has timed out after {int(seconds * 1000)}ms while trying to connect to "
                     f"({host_name}, {port}) (simfs: no server listens there in virtual time)")
             if is_master and wait_for_workers and world_size and \
-                    not host.ask("store_clients", address, int(world_size), seconds):
+                    not host.ask(schema.StoreClients(address, int(world_size), seconds)):
                 raise dist.DistStoreError(f"Timed out after {int(seconds * 1000)}ms waiting for "
                                               f"{world_size} workers to connect to the store at {address} (simfs)")
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import simfs
 from simfs.c10d.reduce import stack
-from simfs.runtime.carrier import wire
+from simfs.port import framing as wire
 from simfs.runtime.carrier.outbox import Outboxes, Place
 
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bfloat16, torch.uint8, torch.bool)

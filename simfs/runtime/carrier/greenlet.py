@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ...errors import OutsideSimulation, SimfsError
+from ...port import schema
 from ...report import user_frame
 from ..process import Process
 from ..procglobals import ProcessGlobals
@@ -35,16 +36,17 @@ class StoreNames(Protocol):
 
 class DirectHost:
     """What torch's stores ask of the kernel on greenlet ranks (c10d/host.py Asks): the request
-    handler itself, called as the rank that runs, as a rank process's request is served."""
+    handler itself, called with the request as it is, as the rank that runs, as a rank process's
+    request is served."""
 
-    def __init__(self, sched: Scheduler, handlers: dict[str, Callable[..., Any]]) -> None:
+    def __init__(self, sched: Scheduler, handlers: dict[type[schema.Request], Callable[[int, Any], Any]]) -> None:
         self._sched = sched
         self._handlers = handlers
 
-    def ask(self, op: str, *args: Any) -> Any:
+    def ask(self, request: schema.Request) -> Any:
         task = self._sched.current
         assert task is not None, "a store's request outside a rank"
-        return self._handlers[op](task.rank, *args)
+        return self._handlers[type(request)](task.rank, request)
 
 
 class GreenletCarrier:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import socket
 import sys
 import threading
@@ -20,12 +19,13 @@ from ... import _real, plaindata, relay
 from ...confinement import Confinement, prepared_descriptors
 from ...confinement.confine import release as release_confinement
 from ...errors import OutsideSimulation, RankDied, RankError, RankOutOfMemory, SimfsError
+from ...port import framing as wire
+from ...port import schema
 from ...relay import Relay
 from ...supervise import ask_for_stacks
 from ..machine import ReadOnRank
 from ..process import Process
 from ..scheduler import Task
-from . import messages, wire
 from . import rank as rank_side
 from .handle import Forward, RankProcess
 from .outbox import Outboxes
@@ -44,6 +44,11 @@ if TYPE_CHECKING:
 # host makes the next ranks' descriptors, and neither fills the other's socket buffer
 LAUNCH_WINDOW = 16
 _GRACE = 1.0  # real seconds a rank process whose socket ended gets to end too; the pipes after the run
+
+
+def _as_rank(serve: Callable[[int, Any], Any]) -> Callable[[RankProcess, Any], Any]:
+    """A handler of a rank's request by its global rank, as one by its process's handle."""
+    return lambda rank, request: serve(rank.proc.rank, request)
 
 
 class _Exited(Exception):
@@ -69,8 +74,10 @@ class ProcessCarrier:
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
         self.outboxes = Outboxes.create(len(dist.world.world.ranks))  # the ranks' collectives' tensors
         self.relay = Relay()  # what the rank processes write to their stdout and stderr
-        for op, serve in dist.handlers().items():
-            self._handlers[op] = lambda rank, *args, serve=serve: serve(rank.proc.rank, *args)
+        for kind, serve in dist.handlers().items():
+            self._handlers[kind] = _as_rank(serve)
+        missing = set(schema.REQUESTS) - set(self._handlers)
+        assert not missing, f"requests no handler serves: {missing}"
 
     # -- starting ----------------------------------------------------------------------------------
     def start(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
@@ -138,7 +145,7 @@ class ProcessCarrier:
     def _greeted(self, rank: RankProcess) -> None:
         """The rank process's first word: it confined itself (what the kernel refuses it)."""
         hello = self._receive(rank)
-        if not isinstance(hello, messages.Hello):
+        if not isinstance(hello, schema.Hello):
             raise SimfsError(f"rank {rank.proc.rank}'s process did not start: it said {type(hello).__name__}")
         if self.confinement is None:
             self.confinement = Confinement(hello.landlock_abi, dict(hello.confined), dict(hello.unconfined))
@@ -148,7 +155,7 @@ class ProcessCarrier:
         """The body of a proxy task: the main thread of a rank process, or a thread it started."""
         task = self.sched.current
         assert task is not None  # a proxy runs as a task
-        answer: tuple[str, Any] = ("go", None)
+        answer: tuple[str, Any] = ("ok", None)  # the first turn
         if not self.outboxes.sealed:  # every rank is forked: before any runs
             self._greet_everyone()
         try:
@@ -160,15 +167,15 @@ class ProcessCarrier:
                     signals, rank.signals = rank.signals, []
                 self._send(rank, task.tid, answer, signals)
                 message = self._receive(rank)
-                if isinstance(message, messages.Hello) or message.tid != task.tid:
+                if isinstance(message, schema.Hello) or message.tid != task.tid:
                     raise SimfsError(f"rank {rank.proc.rank}'s process spoke out of turn: thread {task.tid} "
                                      f"had the turn, it sent {type(message).__name__}")
-                if isinstance(message, messages.Call):
+                if isinstance(message, schema.Call):
                     self._where[task.tid] = message.where
-                    answer = self._handle(rank, message.op, message.args)
-                elif isinstance(message, messages.Done):
+                    answer = self._handle(rank, message.request)
+                elif isinstance(message, schema.Done):
                     return self._load(rank, message.value)
-                elif isinstance(message, messages.Raised):
+                elif isinstance(message, schema.Raised):
                     raise self._raised(rank, message)
                 else:
                     raise SimfsError(f"rank {rank.proc.rank} returned a {message.type_name}, which cannot be sent "
@@ -179,24 +186,31 @@ class ProcessCarrier:
             if task.is_main:
                 self._end_process(rank.proc, "its process exited")
 
-    def _handle(self, rank: RankProcess, op: str, args: list[Any]) -> tuple[str, Any]:
+    def _handle(self, rank: RankProcess, request: schema.Request) -> tuple[str, Any]:
+        """The request served by its handler: ("ok", its value), ("failed", what it raised) or
+        ("native", None)."""
         self.requests += 1
-        handler = self._handlers.get(op)
         try:
-            if handler is None:
-                raise SimfsError(f"simfs: a rank process asked the host for {op!r}, which it does not serve")
-            return ("ok", handler(rank, *args))
+            return ("ok", self._handlers[type(request)](rank, request))
         except ReadOnRank:
-            return ("local", None)
+            return ("native", None)
         except Exception as exc:  # noqa: BLE001 - the rank's call raises it, as in a greenlet rank
-            return ("err", exc)
+            return ("failed", exc)
 
     def _send(self, rank: RankProcess, tid: int, answer: tuple[str, Any], signals: list[int]) -> None:
+        kind, value = answer
+        now = self.sched.now
         try:
             try:
-                data = pickle.dumps((tid, *answer, signals, self.sched.now), protocol=pickle.HIGHEST_PROTOCOL)
-            except (TypeError, AttributeError, ValueError, pickle.PicklingError) as exc:  # an unpicklable exception
-                data = pickle.dumps((tid, "err", SimfsError(f"{answer[1]!r} ({exc})"), signals, self.sched.now))
+                if kind == "ok":
+                    data = schema.answer(tid, now, signals, value)
+                elif kind == "failed":
+                    data = schema.failed(tid, now, signals, value)
+                else:
+                    data = schema.native(tid, now, signals)
+            except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+                data = schema.failed(tid, now, signals, SimfsError(f"simfs defect: the answer {value!r} does not "
+                                                                   f"cross to the rank ({exc})"))
             wire.send(rank.fd, data)
         except (BrokenPipeError, ConnectionResetError):
             self._died(rank)
@@ -216,13 +230,13 @@ class ProcessCarrier:
             if rank.fd in ready or rank.pidfd in ready:
                 return
 
-    def _receive(self, rank: RankProcess) -> messages.FromRank:
+    def _receive(self, rank: RankProcess) -> schema.FromRank:
         self._wait(rank)
         try:
             data = wire.receive(rank.fd, wire.MAX_MESSAGE)
             if data is None:
                 self._died(rank)
-            return messages.decode(data)  # type: ignore[arg-type]  # not None: _died raised
+            return schema.decode(data)  # type: ignore[arg-type]  # not None: _died raised
         except (plaindata.Untrusted, wire.Oversized) as exc:  # it ends the rank, nothing of it runs here
             rank.kill("it sent the host something other than plain data")
             raise SimfsError(f"rank {rank.proc.rank} sent the host a message it does not load ({exc}): "
@@ -235,7 +249,7 @@ class ProcessCarrier:
             raise SimfsError(f"rank {rank.proc.rank} returned an object that holds {exc}: the host loads plain "
                              "data only (rank code never runs in the host); return plain data") from None
 
-    def _raised(self, rank: RankProcess, message: messages.Raised) -> BaseException:
+    def _raised(self, rank: RankProcess, message: schema.Raised) -> BaseException:
         error: Any = None
         if message.error is not None:
             try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import faulthandler
 import os
-import pickle
 import random
 import resource
 import signal
@@ -24,10 +23,11 @@ from ...choices import derive_seed
 from ...confinement import confine, descriptors, kernel, prepared_descriptors
 from ...confinement.confine import WRITES
 from ...errors import SimfsError
+from ...port import framing as wire
+from ...port import schema
 from ...report import format_exception, user_frame, where_raised
 from ..process import Process
 from ..scheduler import TASKS, Task
-from . import messages, wire
 from .nocuda import refuse_cuda
 from .outbox import Outbox
 from .remote import LOCAL, RemoteMachine, RemoteScheduler, RemoteSyscalls
@@ -45,16 +45,16 @@ class Link:
         self.fd = fd
         self.proc = proc
         self._batons: dict[int, Any] = {}  # tid -> a real lock, held while that thread waits
-        self._mail: dict[int, tuple[str, Any, list[int]]] = {}
+        self._mail: dict[int, schema.ToRank] = {}
         # the virtual time of the host's last answer: it cannot move while this process holds the
         # turn (only the scheduler moves it, while it serves a request), so reading it asks nothing
         self.now = 0.0
 
-    def ask(self, op: str, *args: Any) -> Any:
+    def ask(self, request: schema.Request) -> Any:
         """A request of the running thread; with it goes where rank code made it (for hangs and
         crashes in the report)."""
         tid = _tid()
-        self.tell(messages.call(tid, op, user_frame(sys._getframe(1)), args))
+        self.tell(schema.call(tid, user_frame(sys._getframe(1)), request))
         return self.answer(tid)
 
     def tell(self, message: bytes) -> None:
@@ -68,14 +68,16 @@ class Link:
 
     def answer(self, tid: int) -> Any:
         """Wait for the host's answer to thread ``tid`` (the scheduler's turn) and act on it."""
-        kind, value, signals = self._next_for(tid)
-        for signum in signals:  # delivered while this rank waited: its handlers run now, in it
+        answer = self._next_for(tid)
+        for signum in answer.signals:  # delivered while this rank waited: its handlers run now, in it
             handler = self.proc.signal_handlers.get(signum)
             if callable(handler):
                 handler(signum, sys._getframe(1))
-        if kind == "err":
-            raise value
-        return LOCAL if kind == "local" else value
+        if type(answer) is schema.Answer:
+            return answer.value
+        if type(answer) is schema.Failed:
+            raise answer.error
+        return LOCAL
 
     def hand_over(self) -> None:
         """A finished thread: read until the answer for another thread of this process comes."""
@@ -91,18 +93,19 @@ class Link:
         self._batons[tid].acquire()
         self._mail.pop(tid)
 
-    def _next_for(self, tid: int | None) -> tuple[str, Any, list[int]]:
+    def _next_for(self, tid: int | None) -> schema.ToRank:
         wire.soon(self.fd)  # an answer comes within microseconds more often than not: no sleep for it
         data = wire.receive(self.fd)
         if data is None:  # the host is gone: nothing may run any more
             os._exit(0)
-        to, kind, value, signals, self.now = pickle.loads(data)
-        if to == tid:
-            return kind, value, signals
-        self._mail[to] = (kind, value, signals)
-        self._batons[to].release()
+        answer = schema.decode_answer(data)
+        self.now = answer.now
+        if answer.tid == tid:
+            return answer
+        self._mail[answer.tid] = answer
+        self._batons[answer.tid].release()
         if tid is None:
-            return "", None, []
+            return answer
         self._batons[tid].acquire()
         return self._mail.pop(tid)
 
@@ -123,8 +126,10 @@ class Dispositions(dict[int, Any]):
 
     def __setitem__(self, signum: int, handler: Any) -> None:
         super().__setitem__(signum, handler)
-        kind = "default" if handler == signal.SIG_DFL else "ignore" if handler == signal.SIG_IGN else "handler"
-        self._link.ask("disposition", int(signum), kind)
+        kind: schema.Disposal = "handler"
+        if handler in (signal.SIG_DFL, signal.SIG_IGN):
+            kind = "default" if handler == signal.SIG_DFL else "ignore"
+        self._link.ask(schema.Disposition(int(signum), kind))
 
 
 def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, proc: Process, tid: int,
@@ -152,7 +157,7 @@ def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, proc
         _reseed(proc)
         refuse_cuda()
         _become(link, proc, tid, outbox)
-        wire.send(fd, messages.encode(messages.Hello(confinement.landlock_abi, dict(confinement.confined),
+        wire.send(fd, schema.encode(schema.Hello(confinement.landlock_abi, dict(confinement.confined),
                                                      dict(confinement.unconfined))))
         link.answer(tid)  # the scheduler's first turn
         wire.send(fd, _outcome(tid, lambda: _main_thread(job, args, kwargs, proc)))
@@ -214,17 +219,17 @@ def _die_with(parent: int) -> None:
 
 
 def _outcome(tid: int, body: Callable[[], Any]) -> bytes:
-    """Done or Raised (messages.py): what the host learns of how thread ``tid`` ended."""
+    """Done or Raised (schema.py): what the host learns of how thread ``tid`` ended."""
     try:
         value = body()
     except BaseException as exc:  # noqa: BLE001 - the rank's outcome, for the host's report
-        return messages.encode(messages.Raised(tid, _sendable(exc), _type_name(exc)[:256], messages.text(str(exc)),
-                                               messages.text(format_exception(exc)),
-                                               messages.text(where_raised(exc))))
+        return schema.encode(schema.Raised(tid, _sendable(exc), _type_name(exc)[:256], schema.text(str(exc)),
+                                               schema.text(format_exception(exc)),
+                                               schema.text(where_raised(exc))))
     try:
-        return messages.encode(messages.Done(tid, plaindata.dumps(value)))
+        return schema.encode(schema.Done(tid, plaindata.dumps(value)))
     except Exception as exc:  # noqa: BLE001 - described to the host instead
-        return messages.encode(messages.Unsendable(tid, _type_name(value)[:256], messages.text(str(exc))))
+        return schema.encode(schema.Unsendable(tid, _type_name(value)[:256], schema.text(str(exc))))
 
 
 def _type_name(value: Any) -> str:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ...errors import SimfsError
+from ...port import schema
 from ..importreads import from_import_system
 from ..process import FD_BASE, Process
 from ..scheduler import Task, current_task
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from ..syscalls import Syscalls
     from ..waitqueue import WaitQueue
 
-Ask = Callable[..., Any]  # ask(op, *args, **kwargs): the host's answer (or its exception, raised)
+Ask = Callable[[schema.Request], Any]  # the host's answer to a request (or its exception, raised)
 # what the import system asks of the machine (seen: stat and listdir; the rest as importlib's and
 # setuptools' finders may). The host answers each LOCAL when it comes from the import system
 # (Machine.is_real and imports_here: ReadOnRank), so the rank makes them without asking
@@ -63,19 +64,19 @@ class RemoteScheduler:
 
     def elapse(self, cost: float) -> None:
         if cost > 0:
-            self._ask("elapse", float(cost))
+            self._ask(schema.Elapse(float(cost)))
 
     def block(self, queue: WaitQueue, timeout: float | None = None) -> bool:
         task = current_task()
         queue.waiters.append(task)
         try:
-            woken: bool = self._ask("block", self._key(queue), queue.what, timeout)
+            woken: bool = self._ask(schema.Block(self._key(queue), queue.what, timeout))
         finally:
             queue.waiters.remove(task)
         return woken
 
     def notify_all(self, queue: WaitQueue) -> None:
-        self._ask("notify_all", self._key(queue))
+        self._ask(schema.NotifyAll(self._key(queue)))
 
     def _key(self, queue: WaitQueue) -> int:
         """The queue's number for the host, given at its first wait or notification."""
@@ -93,7 +94,7 @@ class RemoteScheduler:
     def spawn(self, fn: Callable[[], Any], rank: int, context: Any, name: str, *, is_main: bool,
               start_at: float | None = None, gr_context: Any = None, daemon: bool = False) -> Task:
         """A thread of the rank: a task in the host's scheduler, run by an OS thread of this process."""
-        tid: int = self._ask("spawn", name, daemon)
+        tid: int = self._ask(schema.Spawn(schema.text(str(name)), bool(daemon)))
         task = Task(tid, rank, context, name, is_main=False)
         task.daemon = daemon
         self.tasks.append(task)
@@ -105,7 +106,7 @@ class RemoteScheduler:
         """Process exit: wait for the non-daemon threads that still make progress (as
         runtime/run.py does for greenlet ranks; the host knows which)."""
         while True:
-            busy: list[int] = self._ask("busy_threads")
+            busy: list[int] = self._ask(schema.BusyThreads())
             if not busy:
                 return
             thread = self.threads[busy[0]]
@@ -134,18 +135,18 @@ class RemoteMachine:
 
     def note(self, op: str, path: str, outcome: str, rank: int = -1, node: int = -1) -> None:
         """A trace line: the host writes it in this rank's name."""
-        self._ask("note", op, path, outcome)
+        self._ask(schema.Note(op, path, schema.text(outcome)))
 
     def process_on(self, node: int, pid: int) -> int | None:
         """The pid when that process of the node is alive (the host's Process stays there)."""
-        alive: bool = self._ask("alive", pid)
+        alive: bool = self._ask(schema.Alive(pid))
         return pid if alive else None
 
     def deliver(self, target: int | Process, signum: int, sender: str) -> None:
-        self._ask("signal", target if isinstance(target, int) else target.pid, int(signum), sender)
+        self._ask(schema.Signal(target if isinstance(target, int) else target.pid, int(signum), sender))
 
     def end_process(self, proc: Process, outcome: BaseException | None) -> None:
-        self._ask("exit", outcome)
+        self._ask(schema.Exit(outcome))
         raise SimfsError("simfs: the host did not end this rank process")  # it never answers an exit
 
 
@@ -175,12 +176,12 @@ class RemoteSyscalls:
             if importing and not by_fd and name in IMPORT_READS:
                 self._import_read()
                 return method(*args, **kwargs)
-            answer = self._ask("sys", name, tuple(_plain(a) for a in args),
-                               {k: _plain(v) for k, v in kwargs.items()}, importing, self.proc.umask)
+            answer = self._ask(schema.SystemCall(cast(schema.CallName, name), [_plain(a) for a in args],
+                                                 {k: _plain(v) for k, v in kwargs.items()}, importing, self.proc.umask))
             if answer is LOCAL:
                 return method(*args, **kwargs)
             if name in ("chdir", "fchdir"):
-                self.proc.cwd = self._ask("sys", "getcwd", (), {}, False, self.proc.umask)
+                self.proc.cwd = self._ask(schema.SystemCall("getcwd", [], {}))
             if name == "scandir":
                 return _entries(self, answer)
             return answer
@@ -192,13 +193,16 @@ class RemoteSyscalls:
     def _import_read(self) -> None:
         self._import_reads += 1
         if self._import_reads % PROGRESS_EVERY == 0:
-            self._ask("progress")
+            self._ask(schema.Progress())
 
     def _abs(self, path: Any, dir_fd: int | None = None) -> tuple[str, bool]:
         return self.local._abs(path, dir_fd)
 
     def _fd(self, fd: Any) -> None:
-        self._ask("check_fd", _plain(fd))
+        number = _plain(fd)
+        if type(number) is not int:
+            raise TypeError(f"an integer is required (got type {type(fd).__name__})")
+        self._ask(schema.CheckDescriptor(number))
 
     def _real_write_refused(self, shown: Any) -> OSError:
         return self.local._real_write_refused(shown)

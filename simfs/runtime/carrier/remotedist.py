@@ -11,6 +11,7 @@ import pickle
 import sys
 from typing import Any
 
+from ...port import schema
 from ..dist import DistWorld, SimGroup, named_group
 from .outbox import Outbox
 from .remote import Ask
@@ -42,15 +43,15 @@ class RemoteWorld:
         return named_group(self.world, group, rank, self.initialized.value)
 
     def init(self, rank: int, timeout: Any) -> None:
-        self._ask("dist_init", _seconds(timeout))
+        self._ask(schema.DistInit(_seconds(timeout)))
         self.initialized.value = True
 
     def destroy(self, rank: int) -> None:
-        self._ask("dist_destroy")
+        self._ask(schema.DistDestroy())
         self.initialized.value = False
 
     def new_group(self, rank: int, ranks: list[int] | None, timeout: Any) -> Any:
-        created: tuple[str, list[int], float] | None = self._ask("dist_new_group", ranks, _seconds(timeout))
+        created: tuple[str, list[int], float] | None = self._ask(schema.DistNewGroup(ranks, _seconds(timeout)))
         if created is None:
             from torch.distributed import GroupMember
 
@@ -66,8 +67,8 @@ class RemoteWorld:
                          nbytes: int = 0) -> list[Any]:
         """The next collective of the group the host knows as ``name``: every rank's payload."""
         try:
-            everyone: list[Any] = self._ask("dist_collective", name, kind, self._encode(name, payload), timeout,
-                                            nbytes)
+            everyone: list[Any] = self._ask(schema.Collective(name, kind, self._encode(name, payload), timeout,
+                                                              nbytes))
         except Exception:
             self._outbox.give_up(name)
             raise
@@ -100,9 +101,9 @@ class RemoteWorld:
                 decoded.append(tensors[r][0] if item[0] == _TENSOR else tensors[r])
         return decoded
 
-    def ask(self, op: str, *args: Any) -> Any:
+    def ask(self, request: schema.Request) -> Any:
         """Any other request to the host (simfs/c10d's groups and stores)."""
-        return self._ask(op, *args)
+        return self._ask(request)
 
 
 def _seconds(timeout: Any) -> float | None:

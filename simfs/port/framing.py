@@ -1,14 +1,14 @@
 """Messages between the host and a rank process over a Unix socket pair: length-prefixed bytes.
-What the host reads from a rank is untrusted: typed messages and plain data (messages.py, no
-pickle), at most MAX_MESSAGE bytes, so nothing a rank sends can run code in the host or take its
-memory. What a rank reads from the host is trusted: the host's pickles."""
+What the host reads from a rank is untrusted: typed messages of plain data (schema.py, no pickle),
+at most MAX_MESSAGE bytes, so nothing a rank sends can run code in the host or take its memory.
+The host's answers are typed messages of the same schema."""
 
 from __future__ import annotations
 
 import struct
 from typing import Any
 
-from ... import _real
+from .. import _real
 
 _LENGTH = struct.Struct("!Q")
 _CHUNK = 1 << 16  # bytes a read(2) asks for beyond what the message needs (os.read allocates them)
