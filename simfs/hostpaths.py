@@ -39,8 +39,8 @@ class HostPaths:
     """Which absolute, normalized paths are read from the real disk (read-only) by any code of a
     rank, as of when this was made (a run makes one: sys.path may have changed since the last)."""
 
-    def __init__(self) -> None:
-        self.prefixes = _installation()
+    def __init__(self, prefixes: tuple[str, ...] | None = None) -> None:
+        self.prefixes = _installation() if prefixes is None else prefixes
         self._exact = frozenset(self.prefixes)
         self._under = tuple(p + "/" for p in self.prefixes)
 

@@ -7,6 +7,7 @@ import errno
 import posixpath
 from typing import NamedTuple
 
+from ..port.native import normalize
 from .client import Client
 from .inode import DIR, LINK, ROOT, fs_error
 from .mount import Mount
@@ -27,14 +28,6 @@ class ResolvedParent(NamedTuple):
     dir_ino: int
     name: str
     path: str
-
-
-def normalize(path: str) -> str:
-    """Lexical normalization of an absolute path ('..' is resolved textually)."""
-    path = posixpath.normpath(path)
-    if path.startswith("//"):
-        path = "/" + path.lstrip("/")
-    return path
 
 
 class NodeVfs:

@@ -8,7 +8,7 @@ to a rank process are messages of this schema too."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, cast
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, cast
 
 import msgspec
 
@@ -32,13 +32,14 @@ Disposal = Literal["default", "ignore", "handler"]
 
 
 class _Message(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields=True, tag=True):
-    """A message of the port: its tag is its class's name."""
+    """A message of the port: its tag is its class's name; ``PLAIN`` lists the fields that hold
+    free-form plain data (simfs.plaindata)."""
+
+    PLAIN: ClassVar[tuple[str, ...]] = ()
 
 
 class Request(_Message, frozen=True):
-    """What a rank asks of the kernel; ``PLAIN`` lists the fields that hold free-form plain data."""
-
-    PLAIN: ClassVar[tuple[str, ...]] = ()
+    """What a rank asks of the kernel."""
 
 
 # -- the rank's process: system calls, time, waits, threads, signals, exit ---------------------------
@@ -210,6 +211,37 @@ class StoreOp(Request, frozen=True):
     args: list[Any]
 
 
+# -- what a new rank process is made from ------------------------------------------------------------
+class RankSpec(_Message, frozen=True):
+    """A rank process's start, sent with the request for it: its process's state (as the host's
+    Process had it: environment, working directory, the seed its generators derive from), the
+    machine's clock and the real paths its code reads, and its torch.distributed world. The
+    process builds its side from this alone: no object of the host's crosses."""
+
+    PLAIN = ("env", "cwd", "seed")
+    tid: int  # its main thread's task
+    rank: int
+    local_rank: int
+    node: int
+    world_size: int
+    local_world_size: int
+    pid: int
+    hostname: Name
+    env: Any
+    cwd: Any
+    umask: int
+    seed: Any
+    run: int
+    epoch: float  # the wall time of virtual time 0
+    run_start: float
+    readable: list[Text]  # the real paths any code of a rank reads (simfs/hostpaths.py)
+    dist_native: bool  # torch's c10d runs in the rank (simfs/c10d), not simfs's torch.distributed
+    dist_initialized: bool
+    world_ranks: list[int]
+    world_name: Name
+    world_timeout: float
+
+
 # -- a rank process's other words to the host ----------------------------------------------------------
 class Hello(_Message, frozen=True):
     """A new rank process confined itself: what the kernel refuses it and what not."""
@@ -293,13 +325,28 @@ ToRank = Answer | Failed | Native
 _encode = msgspec.msgpack.Encoder().encode
 _from_rank = msgspec.msgpack.Decoder(FromRank, ext_hook=plaindata.ext_hook(records=False)).decode
 _to_rank = msgspec.msgpack.Decoder(ToRank, ext_hook=plaindata.ext_hook(records=False)).decode
+_spec = msgspec.msgpack.Decoder(RankSpec, ext_hook=plaindata.ext_hook(records=False)).decode
+M = TypeVar("M", bound=_Message)
+
+
+def _wired(message: M) -> M:
+    """``message`` with its free-form fields as plain data."""
+    if not message.PLAIN:
+        return message
+    return msgspec.structs.replace(message, **{f: plaindata.wire(getattr(message, f)) for f in message.PLAIN})
 
 
 def call(tid: int, where: str, request: Request) -> bytes:
-    """A request of thread ``tid`` as the rank sends it, its free-form fields as plain data."""
-    if request.PLAIN:
-        request = msgspec.structs.replace(request, **{f: plaindata.wire(getattr(request, f)) for f in request.PLAIN})
-    return _encode(Call(tid, text(where), cast("AnyRequest", request)))
+    """A request of thread ``tid`` as the rank sends it."""
+    return _encode(Call(tid, text(where), cast("AnyRequest", _wired(request))))
+
+
+def spec(start: RankSpec) -> bytes:
+    return _encode(_wired(start))
+
+
+def decode_spec(data: bytes) -> RankSpec:
+    return _spec(data)
 
 
 def answer(tid: int, now: float, signals: list[int], value: Any) -> bytes:

@@ -63,8 +63,7 @@ class Work:
 class SimGroup:
     """A simulated process group (ranks are global ranks, in group-rank order)."""
 
-    def __init__(self, world: DistWorld, ranks: list[int], name: str, timeout: float) -> None:
-        self.world = world
+    def __init__(self, ranks: list[int], name: str, timeout: float) -> None:
         self.ranks = ranks
         self._index = {r: i for i, r in enumerate(ranks)}
         self.name = name
@@ -99,7 +98,7 @@ class DistWorld:
         self._note = note  # trace: (rank, collective, group, outcome)
         self.latency = latency
         self.bandwidth = bandwidth
-        self.world = SimGroup(self, list(range(world_size)), "WORLD", timeout)
+        self.world = SimGroup(list(range(world_size)), "WORLD", timeout)
         self.initialized = {r: initialized for r in range(world_size)}
         self.initialized_by_job = {r: False for r in range(world_size)}
         self.hangs: dict[int, HangInfo] = {}
@@ -204,7 +203,7 @@ class DistWorld:
             if len(keys) != 1:
                 raise CollectiveMismatch(f"new_group called with different ranks on different ranks: {sorted(keys)}")
             self._groups += 1
-            created = SimGroup(self, list(next(iter(keys))), f"group{self._groups}", self.world.timeout)
+            created = SimGroup(list(next(iter(keys))), f"group{self._groups}", self.world.timeout)
             return {r: created for r in g.ranks}
         ordered = [call.arrived[r] for r in g.ranks]
         return {r: ordered for r in g.ranks}

@@ -87,11 +87,12 @@ class ProcessCarrier:
         made by then (Run._spawn_ranks), the zygote's copy is what the rank process starts from."""
         if self._zygote is None:
             self._zygote = self._fork_zygote(job, args, kwargs)
+        start = schema.spec(self._spec(proc))
         host_end, rank_end = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
         stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")
         (out, out_w), (err, err_w) = relay.pipe(), relay.pipe()
         try:
-            self._zygote.launch(proc.rank, self.sched.next_tid, [rank_end, stacks, out_w, err_w])
+            self._zygote.launch(proc.rank, start, [rank_end, stacks, out_w, err_w])
         finally:
             for fd in (rank_end, out_w, err_w):
                 _real.close(fd)
@@ -106,13 +107,22 @@ class ProcessCarrier:
                 proc.signal_handlers[signum] = Forward(rank)
         return lambda: self._serve(rank)
 
+    def _spec(self, proc: Process) -> schema.RankSpec:
+        """What rank ``proc``'s process starts from: plain data, no object of the host's."""
+        world = proc.dist
+        seed, run, _ = proc.seed_parts
+        return schema.RankSpec(
+            self.sched.next_tid, proc.rank, proc.local_rank, proc.node, proc.world_size, proc.local_world_size,
+            proc.pid, proc.hostname, proc.env, proc.cwd, proc.umask, seed, run, self.machine.epoch,
+            self.machine.run_start, list(self.machine.host.prefixes), world.native, world.initialized[proc.rank],
+            list(world.world.ranks), world.world.name, world.world.timeout)
+
     def _fork_zygote(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Zygote:
-        procs = {proc.rank: proc for proc in self.machine.processes}
         outboxes, memory = self.outboxes, self.memory
 
-        def launch(rank: int, tid: int, descriptors: list[int], zygote: int) -> NoReturn:
+        def launch(rank: int, start: bytes, descriptors: list[int], zygote: int) -> NoReturn:
             fd, stacks, out_w, err_w = descriptors
-            rank_side.main(fd, stacks, (out_w, err_w), outboxes.of_rank(rank), procs[rank], tid, job, args, kwargs,
+            rank_side.main(fd, stacks, (out_w, err_w), outboxes.of_rank(rank), start, job, args, kwargs,
                            parent=zygote, memory=memory)
 
         for stream in (sys.stdout, sys.stderr):

@@ -45,7 +45,7 @@ class DistRequests:
                              f"which are not a group it belongs to in a world of {len(self.world.world.ranks)}")
         known = self._groups.get(name)
         if known is None:
-            self._groups[name] = SimGroup(self.world, members, name, timeout)
+            self._groups[name] = SimGroup(members, name, timeout)
         elif known.ranks != members:
             raise SimfsError(f"simfs: process group {name!r} was made with ranks {known.ranks} and with {members}")
 

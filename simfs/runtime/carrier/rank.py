@@ -1,5 +1,6 @@
-"""A rank process: forked from the host, it confines itself, waits for the scheduler's first turn,
-runs the job and sends back what it returned or raised. Every intercepted call is a request to
+"""A rank process: forked from the run's zygote, it builds its side from the plain data the host
+sent for it (port/schema.RankSpec: no object of the host's), confines itself, waits for the
+scheduler's first turn, runs the job and sends back what it returned or raised. Every intercepted call is a request to
 the host (``Link.ask``) that blocks until the scheduler answers, so exactly one thread of the
 cluster runs at a time. The process never returns into the host's code: it ends in os._exit."""
 
@@ -22,15 +23,15 @@ from ..._intercept import audit
 from ...choices import derive_seed
 from ...confinement import confine, descriptors, kernel, prepared_descriptors
 from ...confinement.confine import WRITES
-from ...errors import SimfsError
 from ...port import framing as wire
 from ...port import schema
 from ...report import format_exception, user_frame, where_raised
 from ..process import Process
 from ..scheduler import TASKS, Task
+from .nativecalls import NativeCalls
 from .nocuda import refuse_cuda
 from .outbox import Outbox
-from .remote import LOCAL, RemoteMachine, RemoteScheduler, RemoteSyscalls
+from .remote import NATIVE, RemoteMachine, RemoteScheduler, RemoteSyscalls
 from .remotedist import RemoteWorld
 
 STACKS_SIGNAL = signal.SIGUSR2  # the host asks a stuck rank for its threads' stacks with it
@@ -77,7 +78,7 @@ class Link:
             return answer.value
         if type(answer) is schema.Failed:
             raise answer.error
-        return LOCAL
+        return NATIVE
 
     def hand_over(self) -> None:
         """A finished thread: read until the answer for another thread of this process comes."""
@@ -132,15 +133,17 @@ class Dispositions(dict[int, Any]):
         self._link.ask(schema.Disposition(int(signum), kind))
 
 
-def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, proc: Process, tid: int,
+def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, start: bytes,
          job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], parent: int,
          memory: int | None = None) -> NoReturn:
-    """The rank process from fork to exit (``console``: the write ends of its stdout and stderr
-    pipes, which the host shows; ``outbox``: its collectives' tensors, outbox.py; ``memory``: the
-    private memory it may take, RLIMIT_DATA)."""
+    """The rank process from fork to exit (``start``: its schema.RankSpec; ``console``: the write
+    ends of its stdout and stderr pipes, which the host shows; ``outbox``: its collectives'
+    tensors, outbox.py; ``memory``: the private memory it may take, RLIMIT_DATA)."""
     code = 0
     try:
         _die_with(parent)
+        spec = schema.decode_spec(start)
+        proc = _process(spec)
         descriptors.keep_only((fd, stacks_fd, *outbox.descriptors, *prepared_descriptors()), *console)
         if memory is not None:  # before confinement, which allows a process its own limits only
             resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
@@ -153,14 +156,14 @@ def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, proc
         if WRITES in confinement.confined:
             audit.trust_the_kernel()
         link = Link(fd, proc)
-        link.add_thread(tid)
+        link.add_thread(spec.tid)
         _reseed(proc)
         refuse_cuda()
-        _become(link, proc, tid, outbox)
+        _become(link, proc, spec, outbox)
         wire.send(fd, schema.encode(schema.Hello(confinement.landlock_abi, dict(confinement.confined),
-                                                     dict(confinement.unconfined))))
-        link.answer(tid)  # the scheduler's first turn
-        wire.send(fd, _outcome(tid, lambda: _main_thread(job, args, kwargs, proc)))
+                                                 dict(confinement.unconfined))))
+        link.answer(spec.tid)  # the scheduler's first turn
+        wire.send(fd, _outcome(spec.tid, lambda: _main_thread(job, args, kwargs, proc)))
     except BaseException:  # noqa: BLE001 - a rank process never returns into the host's code
         traceback.print_exc()
         code = 70
@@ -243,31 +246,32 @@ def _sendable(exc: BaseException) -> bytes | None:
         return None
 
 
-def _become(link: Link, proc: Process, tid: int, outbox: Outbox) -> None:
-    """Make this process's main thread the rank's task, with remote stand-ins for the host's
-    Syscalls, Machine and Scheduler."""
-    local = proc.sys
-    task = Task(tid, proc.rank, proc, f"rank{proc.rank}", is_main=True)
+def _process(start: schema.RankSpec) -> Process:
+    """The rank's process state, as the host's Process had it when it asked for this process."""
+    proc = Process(rank=start.rank, local_rank=start.local_rank, node=start.node, world_size=start.world_size,
+                   local_world_size=start.local_world_size, pid=start.pid, hostname=start.hostname,
+                   env=dict(start.env), cwd=start.cwd, seed=start.seed, run=start.run)
+    proc.umask = start.umask
+    return proc
+
+
+def _become(link: Link, proc: Process, start: schema.RankSpec, outbox: Outbox) -> None:
+    """Make this process's main thread the rank's task, its system calls, machine, scheduler and
+    torch.distributed world clients of the port."""
+    task = Task(start.tid, proc.rank, proc, f"rank{proc.rank}", is_main=True)
 
     def start_thread(thread: Task, fn: Callable[[], Any]) -> None:
         link.add_thread(thread.tid)
         _real.start_new_thread(thread_main, (link, thread, fn))
 
     sched = RemoteScheduler(link.ask, start_thread, task, lambda: link.now)
-    machine = RemoteMachine(link.ask, local.machine, sched)
-    local.machine.begin = _not_here  # the rank's copy never simulates
-    local.machine.reads_on_rank = None  # its real reads are decided here, by this process's stack
-    proc.sys = RemoteSyscalls(link.ask, local, machine)
+    proc.sys = RemoteSyscalls(link.ask, NativeCalls(proc), RemoteMachine(link.ask, sched, start))
     proc.signal_handlers = Dispositions(proc.signal_handlers, link)
-    proc.dist = RemoteWorld(link.ask, proc.dist, proc.rank, outbox)
+    proc.dist = RemoteWorld(link.ask, start, outbox)
     TASKS.clear()
     glet = getcurrent()
     task.glet = glet
     TASKS[glet] = task
-
-
-def _not_here(*args: Any) -> float:
-    raise SimfsError("simfs defect: a simulated operation ran on the rank process's copy of the machine")
 
 
 def _reseed(proc: Process) -> None:

@@ -1,45 +1,45 @@
-"""The simulation as a rank process sees it: stand-ins for the host's Syscalls, Machine and
-Scheduler whose calls are requests to the host (rank/link.py sends them and waits for the answer),
-so that simfs's interception layer works in a rank process unchanged. What the host's objects do
-on the real machine (reads of the Python installation and of what the import system opens, the
-rank's real descriptors) runs here instead, on the rank's forked copy of them: the descriptors
-are this process's, and the kernel confines what it reads."""
+"""The simulation as a rank process sees it: the system calls, machine and scheduler that simfs's
+interception layer calls, each call a request of the port (simfs/port/schema.py) that rank.Link
+sends to the host and waits for the answer. They hold no object of the host's: what they know
+(the clock, the real paths ranks read) came as plain data (schema.RankSpec). What a call does on
+the real machine (reads of the Python installation and of what the import system opens, the
+rank's real descriptors) this process does itself (nativecalls.py), confined by the kernel."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from ...errors import SimfsError
-from ...port import schema
+from ...hostpaths import HostPaths
+from ...port import native, schema
 from ..importreads import from_import_system
 from ..process import FD_BASE, Process
 from ..scheduler import Task, current_task
-from ..syscalls import CALLS
 from ..syscalls.dirent import DirEntry, ScandirIterator
+from .nativecalls import ON_REAL_DESCRIPTORS, NativeCalls
 
 if TYPE_CHECKING:
-    from ..machine import Machine
-    from ..syscalls import Syscalls
     from ..waitqueue import WaitQueue
 
 Ask = Callable[[schema.Request], Any]  # the host's answer to a request (or its exception, raised)
 # what the import system asks of the machine (seen: stat and listdir; the rest as importlib's and
-# setuptools' finders may). The host answers each LOCAL when it comes from the import system
+# setuptools' finders may). The host answers each Native when it comes from the import system
 # (Machine.is_real and imports_here: ReadOnRank), so the rank makes them without asking
 IMPORT_READS = frozenset({"stat", "lstat", "listdir", "scandir", "access", "readlink", "getcwd", "getcwdb"})
 # the import system's reads between two signs of progress to the host, whose watchdog kills a rank
 # process that asks nothing for a minute (a long import is progress)
 PROGRESS_EVERY = 256
+_CALLS = frozenset(get_args(schema.CallName))
 
 
-class _Local:
+class _Native:
     """The host's answer for a call on the real machine: make it here (compared by identity: a
-    system call may well return the string "local")."""
+    system call may well return any string)."""
 
 
-LOCAL = _Local()
+NATIVE = _Native()
 
 
 class RemoteScheduler:
@@ -117,12 +117,12 @@ class RemoteScheduler:
 class RemoteMachine:
     """What rank code asks of its Machine: the clock, trace notes, signals and process exit."""
 
-    def __init__(self, ask: Ask, local: Machine, sched: RemoteScheduler) -> None:
+    def __init__(self, ask: Ask, sched: RemoteScheduler, start: schema.RankSpec) -> None:
         self._ask = ask
         self.sched = sched
-        self.epoch = local.epoch
-        self.run_start = local.run_start
-        self.host = local.host
+        self.epoch = start.epoch
+        self.run_start = start.run_start
+        self.host = HostPaths(tuple(start.readable))
 
     def now(self) -> float:
         return self.sched.now
@@ -152,34 +152,35 @@ class RemoteMachine:
 
 class RemoteSyscalls:
     """The rank's system calls: each a request to the host, which runs it on the simulated
-    machine; calls on the real machine (the host answers LOCAL) and on the rank's own real
-    descriptors run on ``local``, the rank's copy of its Syscalls."""
+    machine; calls on the real machine (the host answers Native) and on the rank's own real
+    descriptors this process makes itself (``native``)."""
 
-    def __init__(self, ask: Ask, local: Syscalls, machine: RemoteMachine) -> None:
+    def __init__(self, ask: Ask, native_calls: NativeCalls, machine: RemoteMachine) -> None:
         self._ask = ask
-        self.local = local
-        self.proc = local.proc
+        self.native = native_calls
+        self.proc = native_calls.proc
         self.machine = machine
         self._import_reads = 0
 
     def __getattr__(self, name: str) -> Any:
-        if name not in CALLS:  # the host's state (its vfs, its descriptor table) is not here
+        if name not in _CALLS:  # the host's state (its vfs, its descriptor table) is not here
             raise AttributeError(f"simfs defect: rank-side code read {name!r} of the system calls, which only the "
                                  "host holds; ask the host for it by a system call")
-        method = getattr(self.local, name)
+        natively = self.native.call
+        on_real_descriptors = name in ON_REAL_DESCRIPTORS
 
         def call(*args: Any, **kwargs: Any) -> Any:
             by_fd = bool(args) and type(args[0]) is int
-            if by_fd and 0 <= args[0] < FD_BASE:
-                return method(*args, **kwargs)  # a real descriptor of this process
+            if by_fd and on_real_descriptors and 0 <= args[0] < FD_BASE:
+                return natively(name, args, kwargs)  # a real descriptor of this process
             importing = from_import_system()
             if importing and not by_fd and name in IMPORT_READS:
                 self._import_read()
-                return method(*args, **kwargs)
+                return natively(name, args, kwargs)
             answer = self._ask(schema.SystemCall(cast(schema.CallName, name), [_plain(a) for a in args],
                                                  {k: _plain(v) for k, v in kwargs.items()}, importing, self.proc.umask))
-            if answer is LOCAL:
-                return method(*args, **kwargs)
+            if answer is NATIVE:
+                return natively(name, args, kwargs)
             if name in ("chdir", "fchdir"):
                 self.proc.cwd = self._ask(schema.SystemCall("getcwd", [], {}))
             if name == "scandir":
@@ -196,7 +197,7 @@ class RemoteSyscalls:
             self._ask(schema.Progress())
 
     def _abs(self, path: Any, dir_fd: int | None = None) -> tuple[str, bool]:
-        return self.local._abs(path, dir_fd)
+        return self.native._abs(path, dir_fd)
 
     def _fd(self, fd: Any) -> None:
         number = _plain(fd)
@@ -205,7 +206,7 @@ class RemoteSyscalls:
         self._ask(schema.CheckDescriptor(number))
 
     def _real_write_refused(self, shown: Any) -> OSError:
-        return self.local._real_write_refused(shown)
+        return native.refused(shown)
 
 
 def _plain(value: Any) -> Any:

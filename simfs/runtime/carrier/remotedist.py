@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from ...port import schema
-from ..dist import DistWorld, SimGroup, named_group
+from ..dist import SimGroup, named_group
 from .outbox import Outbox
 from .remote import Ask
 
@@ -32,12 +32,12 @@ class _Initialized:
 class RemoteWorld:
     """The DistWorld calls of simfs's torch.distributed interception (_intercept/torchdist.py)."""
 
-    def __init__(self, ask: Ask, local: DistWorld, rank: int, outbox: Outbox) -> None:
+    def __init__(self, ask: Ask, start: schema.RankSpec, outbox: Outbox) -> None:
         self._ask = ask
         self._outbox = outbox
-        self.native = local.native
-        self.initialized = _Initialized(local.initialized[rank])
-        self.world = SimGroup(local, list(local.world.ranks), local.world.name, local.world.timeout)
+        self.native = start.dist_native
+        self.initialized = _Initialized(start.dist_initialized)
+        self.world = SimGroup(list(start.world_ranks), start.world_name, start.world_timeout)
 
     def group(self, group: Any, rank: int) -> SimGroup:
         return named_group(self.world, group, rank, self.initialized.value)
@@ -57,7 +57,7 @@ class RemoteWorld:
 
             return GroupMember.NON_GROUP_MEMBER
         name, members, limit = created
-        return SimGroup(self.world.world, members, name, limit)
+        return SimGroup(members, name, limit)
 
     def collective(self, rank: int, group: Any, kind: str, payload: Any, *, timeout: float | None = None,
                    nbytes: int = 0) -> Any:

@@ -10,8 +10,9 @@ a fork from the host took 11 ms per rank in a run of 256 ranks and 24 ms in one 
 process that does nothing between forks it stays at ~6 ms, and a rank inherits the few
 descriptors the zygote kept.
 
-The host keeps what it had of each rank process: its pid, a pidfd (sent with SCM_RIGHTS), its
-socket, pipes and stacks file (made by the host and handed to the zygote with the request).
+The host asks for a rank process with the plain data it starts from (port/schema.RankSpec) and
+keeps what it had of it: its pid, a pidfd (sent with SCM_RIGHTS), its socket, pipes and stacks
+file (made by the host and handed to the zygote with the request).
 A rank process's parent is the zygote, so the zygote reaps it and sends its wait status."""
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from ... import _real
 from ..._intercept.registry import host_calls
 from ...confinement import descriptors, kernel
 
-_LAUNCH = struct.Struct("=qq")  # host -> zygote: (rank, tid), with the rank's descriptors
+_LAUNCH = struct.Struct("=q")  # host -> zygote: the rank, then its RankSpec; with the rank's descriptors
+MAX_LAUNCH = 1 << 20  # bytes of a launch request (a RankSpec holds the rank's environment)
 _REPORT = struct.Struct("=qqq")  # zygote -> host: (STARTED, pid, rank) with its pidfd, or (ENDED, pid, status)
 STARTED, ENDED = 1, 2
 MAX_DESCRIPTORS = 8
 
-# in the new process: launch(rank, tid, descriptors, zygote), zygote the pid of its parent
-Launch = Callable[[int, int, list[int], int], NoReturn]
+# in the new process: launch(rank, its RankSpec, descriptors, zygote), zygote the pid of its parent
+Launch = Callable[[int, bytes, list[int], int], NoReturn]
 
 
 class ZygoteGone(OSError):
@@ -61,14 +63,16 @@ class Zygote:
         zygote_end.close()
         return cls(pid, host_end)
 
-    def launch(self, rank: int, tid: int, descriptors: list[int]) -> None:
-        """Ask for rank ``rank``'s process (``tid``: its main thread's task) with ``descriptors``
-        (sent as they are now: the caller may close its own right after); ``started`` says which
-        process it is. Several may be asked for before the first is known, so that the zygote
-        forks while the host makes the next rank's descriptors."""
+    def launch(self, rank: int, start: bytes, descriptors: list[int]) -> None:
+        """Ask for rank ``rank``'s process (``start``: its RankSpec) with ``descriptors`` (sent as
+        they are now: the caller may close its own right after); ``started`` says which process
+        it is. Several may be asked for before the first is known, so that the zygote forks while
+        the host makes the next rank's descriptors."""
+        if _LAUNCH.size + len(start) > MAX_LAUNCH:
+            raise ValueError(f"rank {rank}'s start is {len(start)} bytes, more than {MAX_LAUNCH} (its environment?)")
         try:
             with host_calls():
-                socket.send_fds(self._control, [_LAUNCH.pack(rank, tid)], descriptors)
+                socket.send_fds(self._control, [_LAUNCH.pack(rank) + start], descriptors)
         except OSError as exc:
             raise ZygoteGone(f"the zygote is gone ({exc})") from None
 
@@ -130,16 +134,16 @@ def _serve(control: socket.socket, keep: tuple[int, ...], launch: Launch, parent
                     control.send(_REPORT.pack(ENDED, pid, status))
             if control.fileno() not in ready:
                 continue
-            data, fds = _receive(control, _LAUNCH.size, MAX_DESCRIPTORS)
-            if len(data) != _LAUNCH.size:  # the host closed its end: the run is over
+            data, fds = _receive(control, MAX_LAUNCH, MAX_DESCRIPTORS)
+            if len(data) < _LAUNCH.size:  # the host closed its end: the run is over
                 break
-            rank, tid = _LAUNCH.unpack(data)
+            (rank,) = _LAUNCH.unpack_from(data)
             pid = os.fork()
             if pid == 0:
                 control.close()
                 for pidfd in children:
                     _real.close(pidfd)
-                launch(rank, tid, fds, zygote)
+                launch(rank, data[_LAUNCH.size:], fds, zygote)
             for fd in fds:
                 _real.close(fd)
             pidfd = os.pidfd_open(pid)

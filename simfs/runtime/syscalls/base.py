@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ... import _real
 from ...fs.inode import Attr
 from ...fs.mount import Mount
-from ...fs.vfs import normalize
+from ...port import native
 from ..process import OpenFile, Process
 
 if TYPE_CHECKING:
@@ -51,22 +51,14 @@ class SyscallsBase:
 
     # -- plumbing ----------------------------------------------------------------------------
     def _abs(self, path: Any, dir_fd: int | None = None) -> tuple[str, bool]:
-        raw = os.fspath(path)
-        is_bytes = isinstance(raw, bytes)
-        text = os.fsdecode(raw) if is_bytes else raw
-        if not isinstance(text, str):
-            raise TypeError(f"expected str, bytes or os.PathLike object, not {type(path).__name__}")
-        if "\0" in text:
-            raise ValueError("embedded null byte")
-        if not text:
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), raw)
-        if text.startswith("/"):
-            return self._proc_self(normalize(text)), is_bytes
-        if dir_fd is not None:
-            base = self._fd(dir_fd).path
-        else:  # the import system resolves a relative sys.path entry against the host's directory
-            base = _real.getcwd() if self.machine.imports_here() else self.proc.cwd
-        return self._proc_self(normalize(posixpath.join(base, text))), is_bytes
+        p, is_bytes = native.absolute(path, None)
+        if not p.startswith("/"):
+            if dir_fd is not None:
+                base = self._fd(dir_fd).path
+            else:  # the import system resolves a relative sys.path entry against the host's directory
+                base = _real.getcwd() if self.machine.imports_here() else self.proc.cwd
+            p = native.normalize(posixpath.join(base, p))
+        return self._proc_self(p), is_bytes
 
     def _proc_self(self, path: str) -> str:
         """/proc/self is the calling process's own /proc/<pid> (and /proc is filled when looked at)."""
@@ -108,7 +100,7 @@ class SyscallsBase:
         return result
 
     def _real_write_refused(self, shown: Any) -> OSError:
-        return OSError(errno.EROFS, "simfs: the real Python installation is read-only inside a simulated rank", shown)
+        return native.refused(shown)
 
     def _stat_result(self, mount: Mount, attr: Attr) -> os.stat_result:
         """A stat result whose times read on the same clock as time.time() in the rank (the

@@ -13,11 +13,10 @@ from typing import Any
 from ... import _real
 from ...errors import BypassError
 from ...fs.inode import DIR, FILE, LINK, fs_error
-from ...fs.vfs import normalize
+from ...port import native
 from ..process import FD_BASE, OpenFile
 from .base import SyscallsBase, frozen
 
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _O_TMPFILE = getattr(os, "O_TMPFILE", 0)
 _SYNC_FLAGS = os.O_SYNC | getattr(os, "O_DSYNC", 0)
 
@@ -27,9 +26,7 @@ class FileCalls(SyscallsBase):
     def open(self, path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
         p, _ = self._abs(path, dir_fd)
         if self.machine.is_real(p):
-            if flags & _WRITE_FLAGS:
-                raise self._real_write_refused(path)
-            return _real.open(p, flags, mode)
+            return native.open_file(p, flags, mode, path)
         if _O_TMPFILE and flags & _O_TMPFILE == _O_TMPFILE:
             raise OSError(errno.EOPNOTSUPP, "simfs: O_TMPFILE is not supported", path)
         return self._op("open", p, path, lambda: self._open(p, flags, mode))
@@ -46,7 +43,7 @@ class FileCalls(SyscallsBase):
                     raise fs_error(errno.ELOOP)
                 # O_CREAT through a symbolic link creates its target if that is missing
                 target = posixpath.join(posixpath.dirname(par.path), client.readlink(ino))
-                return self._open(normalize(target), flags, mode, hops + 1)
+                return self._open(native.normalize(target), flags, mode, hops + 1)
         else:
             r = self.vfs.resolve(p, follow=not flags & os.O_NOFOLLOW, reval=self._reval)
             mount, client, ino = r.mount, r.client, r.ino

@@ -11,6 +11,7 @@ from ... import _real
 from ...fs.client import Client
 from ...fs.inode import DIR, LINK, fs_error
 from ...fs.mount import Mount
+from ...port import native
 from ..process import FD_BASE
 from .base import SyscallsBase
 from .dirent import ScandirIterator
@@ -25,7 +26,7 @@ class MetadataCalls(SyscallsBase):
             return self.fstat(path)
         p, _ = self._abs(path, dir_fd)
         if self.machine.is_real(p):
-            return (_real.stat if follow_symlinks else _real.lstat)(p)
+            return native.stat(p, follow_symlinks)
 
         def work() -> os.stat_result:
             r = self.vfs.resolve(p, follow=follow_symlinks, reval=self._reval)
@@ -46,7 +47,7 @@ class MetadataCalls(SyscallsBase):
                follow_symlinks: bool = True) -> bool:
         p, _ = self._abs(path, dir_fd)
         if self.machine.is_real(p):
-            return False if mode & os.W_OK else _real.access(p, mode)
+            return native.access(p, mode)
         try:
             self._op("access", p, path, lambda: self.vfs.resolve(p, follow=follow_symlinks, reval=self._reval))
         except OSError:
@@ -59,7 +60,7 @@ class MetadataCalls(SyscallsBase):
             return self._op("listdir", of.path, None, lambda: [n for n, _ in self._list(of.client, of.ino)])
         p, is_bytes = self._abs(path)
         if self.machine.is_real(p):
-            return _real.listdir(os.fsencode(p) if is_bytes else p)
+            return native.listdir(p, is_bytes)
 
         def work() -> list[Any]:
             r = self.vfs.resolve(p, reval=self._reval)
@@ -79,7 +80,7 @@ class MetadataCalls(SyscallsBase):
             return ScandirIterator(self, of.path, False, entries, of.client.server.kinds, fd_mode=True)
         p, is_bytes = self._abs(path)
         if self.machine.is_real(p):
-            return _real.scandir(os.fsencode(p) if is_bytes else p)
+            return native.scandir(p, is_bytes)
         shown = os.fspath(path)
 
         def work() -> tuple[list[tuple[str, int]], dict[int, str]]:
@@ -95,7 +96,7 @@ class MetadataCalls(SyscallsBase):
             return os.fsencode(pid) if isinstance(os.fspath(path), bytes) else pid
         p, is_bytes = self._abs(path, dir_fd)
         if self.machine.is_real(p):
-            return _real.readlink(os.fsencode(p)) if is_bytes else _real.readlink(p)
+            return native.readlink(p, is_bytes)
 
         def work() -> Any:
             r = self.vfs.resolve(p, follow=False, reval=self._reval)
@@ -111,7 +112,7 @@ class MetadataCalls(SyscallsBase):
             return self.fstatvfs(path)
         p, _ = self._abs(path)
         if self.machine.is_real(p):
-            return _real.statvfs(p)
+            return native.statvfs(p)
         return self._op("statvfs", p, path, lambda: self._statvfs(self.vfs.resolve(p, reval=self._reval).mount))
 
     def fstatvfs(self, fd: int) -> os.statvfs_result:
