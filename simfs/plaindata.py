@@ -112,7 +112,7 @@ def load(data: bytes, *, records: bool = False) -> Any:
 
 
 def ext_hook(records: bool) -> Callable[[int, memoryview], Any]:
-    """The decoding of tagged values, for a msgspec decoder of typed messages (carrier/wire.py)."""
+    """The decoding of tagged values, for a msgspec decoder of typed messages (port/schema.py)."""
     return _WITH_RECORDS_HOOK if records else _PLAIN_HOOK
 
 
