@@ -82,6 +82,11 @@ class RankError(SimfsError):
         return type(self), (self.type_name, self.message)
 
 
+class StoreGone(SimfsError):
+    """A c10d store's server is gone (its node crashed): what a client's socket reports (simfs's
+    stores raise torch's DistNetworkError for it in the rank)."""
+
+
 class CollectiveMismatch(SimfsError, RuntimeError):
     """Ranks of one group called different collectives at the same position."""
 

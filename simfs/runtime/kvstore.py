@@ -9,12 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import StoreGone
 from .scheduler import Scheduler
 from .waitqueue import WaitQueue
-
-
-class StoreGone(Exception):
-    """The store's server is gone (its node crashed): what a client's socket reports."""
 
 
 def compare_and_swap(current: bytes | None, expected: bytes, desired: bytes) -> tuple[bool, bytes]:

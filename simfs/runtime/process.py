@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import signal
 from random import Random  # for annotations: the Process.random property hides the module there
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..choices import derive_seed
 from .console import Console
@@ -14,6 +14,16 @@ from .console import Console
 if TYPE_CHECKING:
     from ..fs.client import Client
     from ..fs.mount import Mount
+    from .scheduler import Task
+    from .waitqueue import WaitQueue
+
+class Threads(Protocol):
+    """What a process's exit asks of the scheduler (the host's, or a rank process's client of it)."""
+
+    def busy_threads(self, rank: int) -> list[Task]: ...
+
+    def block(self, queue: WaitQueue, timeout: float | None = None) -> bool: ...
+
 
 FD_BASE = 1 << 30  # above any real descriptor: a simulated fd reaching a real syscall gets EBADF
 # what a Python process starts with: SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored
@@ -116,6 +126,15 @@ class Process:
         if self._urandom is None:
             self._urandom = self._stream("urandom")
         return self._urandom.randbytes(n)
+
+    def exit_normally(self, sched: Threads) -> None:
+        """The main thread is done: wait for the process's non-daemon threads that still make
+        progress (a thread done here, whose end the scheduler has yet to see, is asked about
+        again), then run its atexit handlers."""
+        while busy := sched.busy_threads(self.rank):
+            if busy[0].state != "done":
+                sched.block(busy[0].finished)
+        self.run_atexit()
 
     def run_atexit(self) -> None:
         """The process exits normally: its atexit handlers run, last registered first."""

@@ -80,9 +80,7 @@ class GreenletCarrier:
                     return None
                 raise
             finally:
-                while busy := sched.busy_threads(proc.rank):
-                    sched.block(busy[0].finished)
-                proc.run_atexit()
+                proc.exit_normally(sched)
                 self._end_process(proc, "its process exited")
         return body
 

@@ -191,9 +191,7 @@ def _main_thread(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
             raise
         return None
     finally:
-        sched: RemoteScheduler = proc.sys.machine.sched
-        sched.wait_for_threads()
-        proc.run_atexit()
+        proc.exit_normally(proc.sys.machine.sched)
 
 
 def thread_main(link: Link, task: Task, fn: Callable[[], Any]) -> None:

@@ -102,16 +102,10 @@ class RemoteScheduler:
         self._start_thread(task, fn if gr_context is None else lambda: gr_context.run(fn))
         return task
 
-    def wait_for_threads(self) -> None:
-        """Process exit: wait for the non-daemon threads that still make progress (as
-        runtime/run.py does for greenlet ranks; the host knows which)."""
-        while True:
-            busy: list[int] = self._ask(schema.BusyThreads())
-            if not busy:
-                return
-            thread = self.threads[busy[0]]
-            if thread.state != "done":
-                self.block(thread.finished)
+    def busy_threads(self, rank: int) -> list[Task]:
+        """The rank's threads its process's exit waits for (the host knows which)."""
+        busy: list[int] = self._ask(schema.BusyThreads())
+        return [self.threads[tid] for tid in busy]
 
 
 class RemoteMachine:
