@@ -140,6 +140,8 @@ def _wire(obj: Any, depth: int) -> Any:
     if kind is list:
         return obj if _flat(obj) else [_wire(item, depth) for item in obj]
     if kind is dict:
+        if not obj:
+            return obj
         if all(type(key) is str for key in obj) and _utf8("".join(obj)):
             return obj if _flat(obj.values()) else {key: _wire(item, depth) for key, item in obj.items()}
         return _ext(DICT, [_wire(part, depth) for pair in obj.items() for part in pair])
@@ -152,7 +154,7 @@ def _wire(obj: Any, depth: int) -> Any:
 
 
 _SCALARS = frozenset({type(None), bool, float, bytes})
-_NUMBERS = frozenset({bool, float, int})
+_FLAT = _SCALARS | {str, int}
 
 
 def _utf8(text: str) -> bool:
@@ -168,15 +170,19 @@ def _utf8(text: str) -> bool:
 
 def _flat(items: Any) -> bool:
     """Whether ``items`` are all msgpack's own scalars (ints of 64 bits, UTF-8 text), told at C
-    speed: a list of floats or of names crosses without a call per item."""
+    speed: a list of floats, of names, or a system call's path and numbers crosses without a
+    call per item."""
     kinds = set(map(type, items))
     if kinds <= _SCALARS:
         return True
-    if kinds == {str}:
-        return _utf8("".join(items))
-    if int in kinds and kinds <= _NUMBERS:  # a NaN among them fails both tests: the slow path decides
-        return bool(min(items) >= -(1 << 63) and max(items) < 1 << 64)
-    return False
+    if not kinds <= _FLAT:
+        return False
+    if str in kinds and not _utf8("".join([item for item in items if type(item) is str])):
+        return False
+    if int in kinds:
+        ints = [item for item in items if type(item) is int]
+        return bool(min(ints) >= -(1 << 63) and max(ints) < 1 << 64)
+    return True
 
 
 def _ext(code: int, fields: Any) -> Ext:

@@ -20,13 +20,13 @@ MAX_TEXT = 1 << 20
 Seconds = float | None  # a timeout in virtual seconds (None: none)
 
 # the system calls a rank may ask for: the public methods of the kernel's Syscalls
-# (simfs/runtime/syscalls; tests/test_port.py holds the two lists equal)
+# (simfs/runtime/syscalls; tests/test_port_schema.py holds the two lists equal)
 CallName = Literal[
-    "access", "chdir", "chmod", "chown", "close", "descriptors", "dup", "dup2", "exchange", "fchmod", "fchown",
-    "fcntl", "fdatasync", "fstat", "fstatvfs", "fsync", "ftruncate", "getcwd", "getcwdb", "holds", "isatty",
-    "kind_of", "link", "listdir", "lock", "lseek", "lstat", "mkdir", "open", "pread", "pwrite", "read", "readlink",
-    "remove", "rename", "replace", "rmdir", "scandir", "stat", "statvfs", "symlink", "sync", "truncate", "unlink",
-    "utime", "write",
+    "access", "chdir", "chmod", "chown", "close", "close_held", "descriptors", "dup", "dup2", "exchange", "fchmod",
+    "fchown", "fcntl", "fdatasync", "fstat", "fstatvfs", "fsync", "ftruncate", "getcwd", "getcwdb", "holds", "isatty",
+    "kind_of", "link", "listdir", "lock", "lseek", "lstat", "mkdir", "open", "open_io", "pread", "pwrite", "read",
+    "readlink", "remove", "rename", "replace", "rmdir", "scandir", "stat", "statvfs", "symlink", "sync", "truncate",
+    "unlink", "utime", "write",
 ]
 Disposal = Literal["default", "ignore", "handler"]
 
@@ -330,10 +330,14 @@ M = TypeVar("M", bound=_Message)
 
 
 def _wired(message: M) -> M:
-    """``message`` with its free-form fields as plain data."""
-    if not message.PLAIN:
-        return message
-    return msgspec.structs.replace(message, **{f: plaindata.wire(getattr(message, f)) for f in message.PLAIN})
+    """``message`` with its free-form fields as plain data (itself when they are already)."""
+    changed = {}
+    for name in message.PLAIN:
+        value = getattr(message, name)
+        wired = plaindata.wire(value)
+        if wired is not value:
+            changed[name] = wired
+    return msgspec.structs.replace(message, **changed) if changed else message
 
 
 def call(tid: int, where: str, request: Request) -> bytes:

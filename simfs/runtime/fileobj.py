@@ -44,14 +44,14 @@ class SimFileIO(io.RawIOBase):
         else:
             if not closefd:
                 raise ValueError("Cannot use closefd=False with file name")
-            fd = opener(file, flags) if opener is not None else sys.open(file, flags, 0o666)
+            fd = opener(file, flags) if opener is not None else sys.open_io(file, flags, 0o666)
             if not isinstance(fd, int) or fd < 0:
                 raise ValueError(f"opener returned {fd!r}")
             self._closefd = True
         self._fd = fd
         self.name = file
-        try:
-            if sys.kind_of(fd) == "d":
+        try:  # open_io checked what it opened; a descriptor given or an opener's is checked here
+            if (isinstance(file, int) or opener is not None) and sys.kind_of(fd) == "d":
                 raise IsADirectoryError(21, os.strerror(21), file)
             if self._appending:
                 sys.lseek(fd, 0, os.SEEK_END)
@@ -133,8 +133,8 @@ class SimFileIO(io.RawIOBase):
         if self.closed:
             return
         try:
-            if self._closefd and self._sys.holds(self._fd):
-                self._sys.close(self._fd)
+            if self._closefd:
+                self._sys.close_held(self._fd)
         finally:
             super().close()
 

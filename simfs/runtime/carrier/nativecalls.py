@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+import stat
 from typing import Any
 
 from ... import _real
@@ -50,6 +51,13 @@ class NativeCalls:
 
     def open(self, path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
         return native.open_file(self._abs(path, dir_fd)[0], flags, mode, path)
+
+    def open_io(self, path: Any, flags: int, mode: int = 0o666) -> int:
+        fd = self.open(path, flags, mode)
+        if stat.S_ISDIR(_real.fstat(fd).st_mode):
+            _real.close(fd)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        return fd
 
     def close(self, fd: int) -> None:
         _real.close(fd)

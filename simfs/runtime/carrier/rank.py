@@ -95,7 +95,7 @@ class Link:
         self._mail.pop(tid)
 
     def _next_for(self, tid: int | None) -> schema.ToRank:
-        wire.soon(self.fd)  # an answer comes within microseconds more often than not: no sleep for it
+        wire.soon(self.fd, wire.ANSWER_SPIN)  # an answer comes within microseconds more often than not: no sleep for it
         data = wire.receive(self.fd)
         if data is None:  # the host is gone: nothing may run any more
             os._exit(0)

@@ -68,6 +68,21 @@ class FileCalls(SyscallsBase):
         client.opened(ino)
         return self.proc.alloc_fd(of)
 
+    def open_io(self, path: Any, flags: int, mode: int = 0o666) -> int:
+        """open(2) and the check io.FileIO makes after it, in one call: a descriptor that names a
+        directory is closed again, and IsADirectoryError raised."""
+        fd = self.open(path, flags, mode)
+        if fd >= FD_BASE and self._fd(fd).kind == DIR:
+            self.close(fd)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        return fd
+
+    def close_held(self, fd: int) -> None:
+        """close(2) of a descriptor the live process still holds: io.FileIO's close of a file
+        whose descriptor the process's exit, or os.closerange, closed already does nothing."""
+        if self.holds(fd):
+            self.close(fd)
+
     def close(self, fd: int) -> None:
         if fd < FD_BASE:
             return _real.close(fd)
