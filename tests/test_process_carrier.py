@@ -392,3 +392,14 @@ def test_a_rank_process_inherits_nothing_the_host_holds_for_the_other_ranks() ->
     result = simfs.Cluster(2, 8, carrier="process").run(_nulled_descriptors)
     assert result.ok, result.summary()
     assert len(set(result.returns.values())) == 1, result.returns
+
+
+def _environment_size() -> int:
+    return len(os.environ["SIMFS_TEST_LARGE"])
+
+
+def test_a_large_environment_crosses_whole_and_one_too_large_is_refused_by_name() -> None:
+    result = simfs.Cluster(1, 1, env={"SIMFS_TEST_LARGE": "x" * 100_000}).run(_environment_size)
+    assert result.ok and result.returns[0] == 100_000, result.summary()
+    with pytest.raises(simfs.ConfigError, match="its environment is"):
+        simfs.Cluster(1, 1, env={"SIMFS_TEST_LARGE": "x" * 300_000}).run(_environment_size)

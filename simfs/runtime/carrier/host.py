@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ... import _real, plaindata, relay
 from ...confinement import Confinement, prepared_descriptors
 from ...confinement.confine import release as release_confinement
-from ...errors import OutsideSimulation, RankDied, RankError, RankOutOfMemory, SimfsError
+from ...errors import ConfigError, OutsideSimulation, RankDied, RankError, RankOutOfMemory, SimfsError
 from ...port import framing as wire
 from ...port import schema
 from ...relay import Relay
@@ -31,7 +31,7 @@ from .handle import Forward, RankProcess
 from .outbox import Outboxes
 from .preload import preload
 from .requests import ProcessRequests
-from .zygote import Zygote, ZygoteGone
+from .zygote import MAX_START, Zygote, ZygoteGone
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -83,11 +83,16 @@ class ProcessCarrier:
     def start(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> Callable[[], Any]:
         """Start the rank's process (it confines itself and waits for its first turn); returns the
-        body of its proxy task. The first call forks the run's zygote: every rank's Process is
-        made by then (Run._spawn_ranks), the zygote's copy is what the rank process starts from."""
+        body of its proxy task. The first call forks the run's zygote (once every rank's Process is
+        made: Run._spawn_ranks); the rank process starts from its RankSpec, sent with the request."""
+        start = schema.spec(self._spec(proc))
+        if len(start) > MAX_START:
+            size = sum(len(k) + len(v) + 2 for k, v in proc.env.items())
+            raise ConfigError(f"simfs.Cluster: rank {proc.rank}'s process would start from {len(start):,} bytes, more "
+                              f"than the {MAX_START:,} a rank process starts from; its environment is "
+                              f"{size:,} bytes (os.environ and Cluster(env=...)): make it smaller")
         if self._zygote is None:
             self._zygote = self._fork_zygote(job, args, kwargs)
-        start = schema.spec(self._spec(proc))
         host_end, rank_end = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
         stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")
         (out, out_w), (err, err_w) = relay.pipe(), relay.pipe()

@@ -29,7 +29,10 @@ from ..._intercept.registry import host_calls
 from ...confinement import descriptors, kernel
 
 _LAUNCH = struct.Struct("=q")  # host -> zygote: the rank, then its RankSpec; with the rank's descriptors
-MAX_LAUNCH = 1 << 20  # bytes of a launch request (a RankSpec holds the rank's environment)
+# bytes of a launch request (a RankSpec holds the rank's environment): a datagram of a Unix socket
+# fits its sender's buffer, net.core.wmem_default (212,992 bytes) less the kernel's own 32
+MAX_LAUNCH = 192 << 10
+MAX_START = MAX_LAUNCH - _LAUNCH.size  # bytes of the RankSpec a launch request carries
 _REPORT = struct.Struct("=qqq")  # zygote -> host: (STARTED, pid, rank) with its pidfd, or (ENDED, pid, status)
 STARTED, ENDED = 1, 2
 MAX_DESCRIPTORS = 8
@@ -68,8 +71,6 @@ class Zygote:
         they are now: the caller may close its own right after); ``started`` says which process
         it is. Several may be asked for before the first is known, so that the zygote forks while
         the host makes the next rank's descriptors."""
-        if _LAUNCH.size + len(start) > MAX_LAUNCH:
-            raise ValueError(f"rank {rank}'s start is {len(start)} bytes, more than {MAX_LAUNCH} (its environment?)")
         try:
             with host_calls():
                 socket.send_fds(self._control, [_LAUNCH.pack(rank) + start], descriptors)
