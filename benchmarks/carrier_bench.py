@@ -248,9 +248,10 @@ def main() -> None:
     markdown = "## carriers\n\nMedians of " + str(args.repeats) + " runs each (scale rows: one run), both " \
         "carriers in one process" + (f", and the code at {args.against} in a subprocess of the same run" if
                                      args.against else "") + ".\n\n" + table(headers, rows) + \
-        "\n\nA rank process's message to the host, microseconds to write (in the rank) and to read (in the " \
-        "host): pickles read through a restricted unpickler, as before issue 29, beside typed messages and " \
-        "plain data (msgpack, strict decoding), as now.\n\n" + \
+        "\n\nA message between a rank process and the host, microseconds to write and to read: pickles (a " \
+        "rank's requests read through a restricted unpickler, as before issue 29; the host's answers, as " \
+        "before issue 30) beside the port's typed messages of plain data (msgpack, strict decoding), as " \
+        "now.\n\n" + \
         table(["message", "pickle write", "pickle read", "typed write", "typed read", "per message, now"],
               message_table)
     print(markdown)
