@@ -109,6 +109,13 @@ def test_every_request_crosses_as_itself(tid: int, request: schema.Request) -> N
     assert isinstance(message, schema.Call) and (message.tid, message.request) == (tid, request)
 
 
+def test_a_rank_starts_from_what_the_host_meant() -> None:
+    odd = "/opt/" + b"caf\xe9".decode("utf-8", "surrogateescape")  # a name decoded with surrogateescape
+    start = schema.RankSpec(9, 3, 1, 1, 8, 4, 4242, "node1", {"HOME": odd, "RANK": "3"}, odd, 0o27, 2**100, 2,
+                            1.7e9, 12.5, [odd, "/usr/lib/python3.11"], True, False, list(range(8)), "WORLD", 1800.0)
+    assert schema.decode_spec(schema.spec(start)) == start
+
+
 @given(st.integers(0, 2**31), st.floats(0, 1e9), st.lists(st.integers(1, 64), max_size=3), PLAIN)
 def test_an_answer_crosses_as_itself(tid: int, now: float, signals: list[int], value: Any) -> None:
     answer = schema.decode_answer(schema.answer(tid, now, signals, value))

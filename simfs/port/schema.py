@@ -218,7 +218,7 @@ class RankSpec(_Message, frozen=True):
     machine's clock and the real paths its code reads, and its torch.distributed world. The
     process builds its side from this alone: no object of the host's crosses."""
 
-    PLAIN = ("env", "cwd", "seed")
+    PLAIN = ("env", "cwd", "seed", "readable")
     tid: int  # its main thread's task
     rank: int
     local_rank: int
@@ -234,7 +234,7 @@ class RankSpec(_Message, frozen=True):
     run: int
     epoch: float  # the wall time of virtual time 0
     run_start: float
-    readable: list[Text]  # the real paths any code of a rank reads (simfs/hostpaths.py)
+    readable: Any  # the real paths any code of a rank reads (simfs/hostpaths.py), as str
     dist_native: bool  # torch's c10d runs in the rank (simfs/c10d), not simfs's torch.distributed
     dist_initialized: bool
     world_ranks: list[int]
