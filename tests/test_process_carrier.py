@@ -403,3 +403,20 @@ def test_a_large_environment_crosses_whole_and_one_too_large_is_refused_by_name(
     assert result.ok and result.returns[0] == 100_000, result.summary()
     with pytest.raises(simfs.ConfigError, match="its environment is"):
         simfs.Cluster(1, 1, env={"SIMFS_TEST_LARGE": "x" * 300_000}).run(_environment_size)
+
+
+def _joins_a_thread_of_a_long_odd_name() -> str:
+    import threading
+
+    name = "worker-" + "x" * 400 + b"\xe9".decode("utf-8", "surrogateescape")
+    thread = threading.Thread(target=time.sleep, args=(5.0,), name=name)
+    thread.start()
+    thread.join()
+    return thread.name[:7]
+
+
+def test_a_wait_on_a_thread_of_any_name_crosses() -> None:
+    """Its wait queue is named after the thread (the job's text: longer than a name field, not
+    UTF-8); the request carried it as a bounded name, and the host refused it as forged."""
+    result = simfs.Cluster(1, 1).run(_joins_a_thread_of_a_long_odd_name)
+    assert result.ok and result.returns[0] == "worker-", result.summary()

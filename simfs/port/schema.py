@@ -72,7 +72,7 @@ class Block(Request, frozen=True):
     ``timeout``; answered whether it was notified."""
 
     queue: int
-    what: Name
+    what: Text  # what it waits for, as the report shows it (a thread's name is the job's)
     timeout: Seconds
 
 

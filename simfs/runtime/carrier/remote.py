@@ -70,7 +70,7 @@ class RemoteScheduler:
         task = current_task()
         queue.waiters.append(task)
         try:
-            woken: bool = self._ask(schema.Block(self._key(queue), queue.what, timeout))
+            woken: bool = self._ask(schema.Block(self._key(queue), schema.text(queue.what), timeout))
         finally:
             queue.waiters.remove(task)
         return woken
