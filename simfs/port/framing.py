@@ -19,16 +19,15 @@ MAX_MESSAGE = 1 << 30
 # its answer alternate within tens of microseconds, and waking a sleeping process costs as much
 # (measured in benchmarks/carrier_bench.py); between polls the reader yields its CPU
 SPIN = 200e-6
-ANSWER_SPIN = SPIN  # how long a rank polls for the host's answer
 
 
 class Oversized(ValueError):
     """A message longer than the reader takes."""
 
 
-def soon(fd: int, spin: float = SPIN) -> bool:
-    """Whether ``fd``'s next message is here, or arrives within ``spin`` seconds (polled, not slept for)."""
-    return buffered(fd) or arrived(fd, spin)
+def soon(fd: int) -> bool:
+    """Whether ``fd``'s next message is here, or arrives within SPIN (polled, not slept for)."""
+    return buffered(fd) or arrived(fd, SPIN)
 
 
 def arrived(fd: int, seconds: float) -> bool:

@@ -286,33 +286,31 @@ class Unsendable(_Message, frozen=True):
     why: Text
 
 
-# -- the host's answers to a rank process: each for thread ``tid``, with the virtual time and the
-# signals delivered to the rank meanwhile (for its main thread's handlers) ---------------------------
-class Answer(_Message, frozen=True):
-    """The request's value (plain data); the first answer of a thread is its first turn."""
+# -- the host's answers to a rank process --------------------------------------------------------------
+class _Reply(_Message, frozen=True):
+    """An answer for thread ``tid``, with the virtual time and the signals delivered to the rank
+    meanwhile (for its main thread's handlers)."""
 
     tid: int
     now: float
     signals: list[int]
+
+
+class Answer(_Reply, frozen=True):
+    """The request's value (plain data); the first answer of a thread is its first turn."""
+
     value: Any
 
 
-class Failed(_Message, frozen=True):
+class Failed(_Reply, frozen=True):
     """The request raised ``error`` (plain data: the exception, rebuilt in the rank)."""
 
-    tid: int
-    now: float
-    signals: list[int]
     error: Any
 
 
-class Native(_Message, frozen=True):
+class Native(_Reply, frozen=True):
     """The call is on the real machine (the Python installation, what the import system reads):
     the rank makes it itself, under its confinement."""
-
-    tid: int
-    now: float
-    signals: list[int]
 
 
 AnyRequest = (SystemCall | CheckDescriptor | Elapse | Block | NotifyAll | Note | Alive | Signal | Disposition | Exit

@@ -1,8 +1,9 @@
 """A rank process: forked from the run's zygote, it builds its side from the plain data the host
 sent for it (port/schema.RankSpec: no object of the host's), confines itself, waits for the
-scheduler's first turn, runs the job and sends back what it returned or raised. Every intercepted call is a request to
-the host (``Link.ask``) that blocks until the scheduler answers, so exactly one thread of the
-cluster runs at a time. The process never returns into the host's code: it ends in os._exit."""
+scheduler's first turn, runs the job and sends back what it returned or raised. Every intercepted
+call is a request to the host (``Link.ask``) that blocks until the scheduler answers, so exactly
+one thread of the cluster runs at a time. The process never returns into the host's code: it ends
+in os._exit."""
 
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ class Link:
         self._mail.pop(tid)
 
     def _next_for(self, tid: int | None) -> schema.ToRank:
-        wire.soon(self.fd, wire.ANSWER_SPIN)  # an answer comes within microseconds more often than not: no sleep for it
+        wire.soon(self.fd)  # an answer comes within microseconds more often than not: no sleep for it
         data = wire.receive(self.fd)
         if data is None:  # the host is gone: nothing may run any more
             os._exit(0)
