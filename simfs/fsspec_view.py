@@ -14,16 +14,16 @@ except ImportError as exc:  # an optional feature: say which extra brings its li
     raise ImportError("simfs.fsspec_view needs fsspec: pip install 'simfs[fsspec]'") from exc
 
 from .errors import SimfsError
-from .runtime.fileobj import sim_open
-from .runtime.scheduler import current_task
-from .runtime.syscalls import Syscalls
+from .rank.fileobj import sim_open
+from .tasks.kernel import SystemCalls
+from .tasks.task import current_task
 
 
-def _sys() -> Syscalls:
+def _sys() -> SystemCalls:
     task = current_task()
     if task is None:
         raise SimfsError("simfs:// paths can only be used inside a simulated rank (Cluster.run)")
-    sys: Syscalls = task.context.sys  # the rank's Process (opaque to the scheduler) and its calls
+    sys: SystemCalls = task.context.sys  # the rank's Process (opaque to the scheduler) and its calls
     return sys
 
 

@@ -1,7 +1,7 @@
 """Real paths any code of a rank may read: the Python installation (the interpreter's prefixes,
 its standard library and site directories), which every node of a real cluster has on its disk.
 Everything else a rank's own code names is on its simulated machine; the import system reads
-further real paths (runtime/importreads.py)."""
+further real paths (tasks/importreads.py)."""
 
 from __future__ import annotations
 

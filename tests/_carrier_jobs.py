@@ -174,7 +174,7 @@ def forges_its_answer() -> str:
     import pickle
 
     from simfs.port import framing as wire
-    from simfs.runtime.carrier import rank as rank_side
+    from simfs.rank import main as rank_side
 
     link = next(o for o in gc.get_objects() if isinstance(o, rank_side.Link))
 
@@ -182,7 +182,7 @@ def forges_its_answer() -> str:
         def __reduce__(self) -> tuple[Any, tuple[str]]:
             return os.system, (f"touch {CANARY}",)
 
-    from simfs.runtime.scheduler import current_task
+    from simfs.tasks.task import current_task
 
     task = current_task()
     assert task is not None

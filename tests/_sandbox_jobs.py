@@ -28,13 +28,13 @@ def _result(value: int) -> int | str:
 
 
 def _link() -> Any:
-    from simfs.runtime.carrier import rank
+    from simfs.rank import main as rank
 
     return next(o for o in gc.get_objects() if isinstance(o, rank.Link))
 
 
 def _tid() -> int:
-    from simfs.runtime.scheduler import current_task
+    from simfs.tasks.task import current_task
 
     task = current_task()
     assert task is not None

@@ -98,7 +98,7 @@ _KERNEL = (Machine, SyscallsBase, Scheduler, DistWorld, Filesystems, Mount, Clie
 def _host_objects_reachable() -> list[str]:
     """The kernel's objects reachable from this rank's own: its process, its system calls,
     machine, scheduler and world (modules, classes and functions are code, not state)."""
-    from simfs.runtime.scheduler import current_task
+    from simfs.tasks.task import current_task
 
     task = current_task()
     assert task is not None

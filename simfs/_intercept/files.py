@@ -1,4 +1,4 @@
-"""``open()`` and ``io.FileIO`` inside a rank: simulated file objects (runtime/fileobj.py)."""
+"""``open()`` and ``io.FileIO`` inside a rank: simulated file objects (rank/fileobj.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import builtins
 import io
 from typing import Any
 
-from ..runtime.fileobj import ConsoleIO, SimFileIO, sim_open
-from ..runtime.process import FD_BASE
-from ..runtime.scheduler import Task
+from ..rank.fileobj import ConsoleIO, SimFileIO, sim_open
+from ..tasks.process import FD_BASE
+from ..tasks.task import Task
 from .registry import current, dispatcher, patch
 
 _real_open = builtins.open

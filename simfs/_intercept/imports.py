@@ -1,5 +1,5 @@
 """The import system inside a rank: while a rank's thread finds or loads a module, its task counts
-it, so that runtime/importreads.py looks at the stack only then (every other call of a rank pays a
+it, so that tasks/importreads.py looks at the stack only then (every other call of a rank pays a
 counter check, not a stack walk)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import importlib._bootstrap as _bootstrap
 from collections.abc import Callable
 from typing import Any
 
-from ..runtime.scheduler import current_task
+from ..tasks.task import current_task
 from .registry import patch
 
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import BypassError
-from ..runtime.process import FD_BASE
-from ..runtime.scheduler import Task
+from ..tasks.process import FD_BASE
+from ..tasks.task import Task
 from .registry import patch_function
 
 # forwarded to the simulated process's system calls (runtime/syscalls)
@@ -23,7 +23,7 @@ SYSCALLS = (
     "symlink", "chmod", "fchmod", "chown", "fchown", "utime", "truncate", "open", "close", "read",
     "pread", "write", "pwrite", "lseek", "fsync", "fdatasync", "ftruncate", "dup2", "isatty", "sync",
 )
-# calls whose first argument is a descriptor: 0-2 are the process's console (runtime/console.py)
+# calls whose first argument is a descriptor: 0-2 are the process's console (tasks/console.py)
 _FD_CALLS = {"fstat", "close", "read", "write", "isatty", "fsync", "fdatasync", "lseek", "ftruncate", "dup",
              "dup2", "pread", "pwrite", "fchmod", "fchown", "fstatvfs", "device_encoding",
              "get_blocking", "set_blocking", "get_inheritable", "set_inheritable"}

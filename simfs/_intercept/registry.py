@@ -17,7 +17,7 @@ from typing import Any
 from greenlet import getcurrent
 
 from ..errors import BypassError
-from ..runtime.scheduler import TASKS, Task
+from ..tasks.task import TASKS, Task
 
 _replacements: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, replacement)
 _originals: dict[tuple[int, str], Any] = {}

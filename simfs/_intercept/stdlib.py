@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import BypassError
-from ..runtime.process import FD_BASE
-from ..runtime.scheduler import Task
+from ..tasks.process import FD_BASE
+from ..tasks.task import Task
 from . import audit
 from .registry import host_calls, original, patch, patch_function, refusal
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..runtime.dist import DistWorld, SimGroup, Work, copy_object
-from ..runtime.scheduler import Task
+from ..tasks.groups import SimGroup, Work, copy_object
+from ..tasks.kernel import World
+from ..tasks.task import Task
 from .registry import patch_function, unpatch
 
 API: dict[str, Callable[..., Any]] = {}
@@ -17,8 +18,8 @@ def _api(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _world(task: Task) -> DistWorld:
-    world: DistWorld = task.context.dist  # the rank's Process (opaque to the scheduler)
+def _world(task: Task) -> World:
+    world: World = task.context.dist  # the rank's Process (opaque to the scheduler)
     return world
 
 
@@ -54,7 +55,7 @@ def is_available(task: Task) -> bool:
 
 @_api
 def is_initialized(task: Task) -> bool:
-    return _world(task).initialized[_rank(task)]
+    return bool(_world(task).initialized[_rank(task)])
 
 
 @_api

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import BypassError
-from ..runtime.scheduler import Task
+from ..tasks.task import Task
 from .registry import patch_function, refusal
 
 

@@ -22,7 +22,7 @@ from torch._C._distributed_c10d import Store
 
 from ..errors import StoreGone
 from ..port import schema
-from ..runtime.kvstore import compare_and_swap
+from ..port.storeops import compare_and_swap
 from .host import Asks
 
 HOST_STORE = "simfs/p2p"  # the shared store that carries point-to-point messages

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from ..runtime.waitqueue import WaitQueue
+from ..tasks.waitqueue import WaitQueue
 
 
 class _Held:

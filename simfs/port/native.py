@@ -1,7 +1,7 @@
 """The calls a rank makes on the real machine itself (the port's Native answer): reads of the
 Python installation and of what the import system opens, which every node of a real cluster has
 on its own disk. Greenlet ranks' system calls (simfs/runtime/syscalls) make them in the host; a
-rank process makes them in itself, under its confinement (runtime/carrier/nativecalls.py). Every
+rank process makes them in itself, under its confinement (rank/nativecalls.py). Every
 write to the real machine is refused as a read-only filesystem would refuse it."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..faults import CrashNode, CrashServer, EvictClient, Fault, InjectErrno, PowerLoss, SlowOps, SlowRank, parse_on
 
 if TYPE_CHECKING:
-    from .process import Process
+    from ..tasks.process import Process
 
 # Space errors surface only where data reaches the server, as a full server's ENOSPC does
 # (syscalls/files.py: write() where the mount claims space at write -- a local disk's delalloc

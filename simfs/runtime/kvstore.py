@@ -10,20 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import StoreGone
+from ..port.storeops import compare_and_swap
+from ..tasks.waitqueue import WaitQueue
 from .scheduler import Scheduler
-from .waitqueue import WaitQueue
-
-
-def compare_and_swap(current: bytes | None, expected: bytes, desired: bytes) -> tuple[bool, bytes]:
-    """c10d's compareSet on a key holding ``current`` (None: missing, which counts as ``b""``):
-    whether to store ``desired``, and the value the call returns (the value now held, or
-    ``expected`` for a missing key that was not expected to be missing)."""
-    if current is None and expected:
-        return False, expected
-    if (current or b"") == expected:
-        return True, desired
-    assert current is not None
-    return False, current
 
 
 class KVStore:

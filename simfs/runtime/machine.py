@@ -16,16 +16,17 @@ from ..faults import CrashNode, CrashServer, EvictClient, PowerLoss
 from ..fs.filesystems import Filesystems
 from ..fs.mount import Mount
 from ..hostpaths import HostPaths
+from ..tasks.importreads import from_import_system
+from ..tasks.task import current_task
 from .faultengine import FaultEngine
-from .importreads import from_import_system
-from .scheduler import Scheduler, current_task
+from .scheduler import Scheduler
 
 if TYPE_CHECKING:
     from ..faults import Fault
-    from .process import OpenFile
+    from .syscalls.openfile import OpenFile
 
 from .. import plaindata
-from .process import Process
+from ..tasks.process import Process
 
 WALL_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: what time.time() reads at virtual 0
 _IGNORED_BY_DEFAULT = {signal.SIGCHLD, signal.SIGURG, signal.SIGWINCH, signal.SIGCONT}  # signal(7)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .process import Process
+from ..tasks.process import Process
 
 Make = Callable[[Process, Any], Any]  # (process, the host's value) -> the process's first value
 

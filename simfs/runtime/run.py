@@ -18,6 +18,8 @@ from ..faults import Fault
 from ..fs.filesystems import Filesystems
 from ..hostpaths import HostPaths
 from ..report import CrashInfo, HangInfo, Result, ThreadError, format_exception
+from ..tasks.process import Process, torchrun_env
+from ..tasks.task import DONE, Task
 from .carrier import Carrier, GreenletCarrier, ProcessCarrier
 from .carrier.greenlet import StoreNames
 from .carrier.hostdist import DistRequests
@@ -26,8 +28,7 @@ from .heap import young_gc
 from .kvstore import Stores
 from .machine import Machine
 from .marshal import Marshal
-from .process import Process, torchrun_env
-from .scheduler import DONE, Scheduler, Task
+from .scheduler import Scheduler
 from .syscalls import Syscalls
 
 

@@ -1,4 +1,4 @@
-"""CUDA in a simulated rank (runtime/carrier/nocuda.py): a CUDA build of torch reports no device
+"""CUDA in a simulated rank (rank/nocuda.py): a CUDA build of torch reports no device
 there and refuses to start one with an error that says why; ``nccl`` names the simulated group,
 on CPU tensors; the host's torch.cuda is untouched."""
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import simfs
+from simfs.rank.nocuda import WHY
 from simfs.runtime.carrier import preload
-from simfs.runtime.carrier.nocuda import WHY
 
 
 def _try_cuda(real_build: bool = False) -> dict[str, Any]:

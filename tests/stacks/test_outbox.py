@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import simfs
 from simfs.c10d.reduce import stack
 from simfs.port import framing as wire
-from simfs.runtime.carrier.outbox import Outboxes, Place
+from simfs.rank.outbox import Place
+from simfs.runtime.carrier.outbox import Outboxes
 
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bfloat16, torch.uint8, torch.bool)
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simfs
-from simfs.runtime.kvstore import compare_and_swap
+from simfs.port.storeops import compare_and_swap
 
 KEYS = st.sampled_from(["a", "b", "c"])
 VALUES = st.binary(min_size=0, max_size=4)

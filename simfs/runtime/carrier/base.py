@@ -8,8 +8,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..process import Process
-from ..scheduler import Task
+from ...tasks.process import Process
+from ...tasks.task import Task
 
 
 class Carrier(Protocol):

@@ -14,9 +14,10 @@ from typing import Any, Protocol
 from ...errors import OutsideSimulation, SimfsError
 from ...port import schema
 from ...report import user_frame
-from ..process import Process
+from ...tasks.process import Process
+from ...tasks.task import Task, task_frame
 from ..procglobals import ProcessGlobals
-from ..scheduler import Scheduler, Task, task_frame
+from ..scheduler import Scheduler
 from .hostdist import DistRequests
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from ... import _real
 from ...supervise import read_stacks
-from ..process import Process
-from ..scheduler import current_task
-from ..waitqueue import WaitQueue
+from ...tasks.process import Process
+from ...tasks.task import current_task
+from ...tasks.waitqueue import WaitQueue
 
 
 @dataclass(eq=False)

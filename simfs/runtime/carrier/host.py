@@ -21,12 +21,12 @@ from ...confinement.confine import release as release_confinement
 from ...errors import ConfigError, OutsideSimulation, RankDied, RankError, RankOutOfMemory, SimfsError
 from ...port import framing as wire
 from ...port import schema
+from ...rank import main as rank_side
 from ...relay import Relay
 from ...supervise import ask_for_stacks
+from ...tasks.process import Process
+from ...tasks.task import Task
 from ..machine import ReadOnRank
-from ..process import Process
-from ..scheduler import Task
-from . import rank as rank_side
 from .handle import Forward, RankProcess
 from .outbox import Outboxes
 from .preload import preload

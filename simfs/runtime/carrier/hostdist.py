@@ -1,6 +1,6 @@
 """The kernel's handlers of a rank's torch.distributed and store requests (port/schema.py) on the
 run's DistWorld, where the collectives of every rank meet in virtual time, and its Stores. Rank
-processes (runtime/carrier/remotedist.py, simfs/c10d) and greenlet ranks' stores ask the same.
+processes (rank/dist.py, simfs/c10d) and greenlet ranks' stores ask the same.
 Groups cross by name; payloads stay the plain data the rank made of them (the host never loads a
 rank's objects)."""
 
@@ -11,7 +11,8 @@ from typing import Any
 
 from ...errors import SimfsError
 from ...port import schema
-from ..dist import DistWorld, SimGroup
+from ...tasks.groups import SimGroup
+from ..dist import DistWorld
 from ..kvstore import Stores
 
 

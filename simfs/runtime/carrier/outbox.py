@@ -24,13 +24,11 @@ import fcntl
 import mmap
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 from ... import _real
 from ..._intercept.registry import host_calls
+from ...rank.outbox import CAPACITY, Outbox
 
-_MIN_SLOT = 1 << 16  # bytes: small tensors share one page run per slot instead of growing it often
-CAPACITY = 1 << 34  # bytes of one outbox (16 GiB, sparse): a rank's slots of every group it uses
 # include/uapi/linux/fcntl.h (Python's fcntl module names all but the first)
 F_SEAL_FUTURE_WRITE = 0x0010
 _SEALS = F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
@@ -95,84 +93,3 @@ class Outboxes:
 
 def _writable_map(fd: int) -> mmap.mmap:
     return mmap.mmap(fd, CAPACITY, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-
-
-# where a tensor lies: (dtype name, shape, the rank whose outbox holds it, offset, bytes)
-Place = tuple[str, list[int], int, int, int]
-
-
-class Outbox:
-    """One rank process's side: it posts its tensors and reads anyone's."""
-
-    def __init__(self, rank: int, own: mmap.mmap, readable: dict[int, int]) -> None:
-        self.rank = rank
-        self.descriptors = tuple(readable.values())  # kept open in the rank process
-        self._own = own
-        self._readable = readable
-        self._calls: dict[str, int] = {}  # group -> collectives posted so far
-        self._slots: dict[tuple[str, int], tuple[int, int]] = {}  # (group, parity) -> (offset, capacity)
-        self._end = 0  # the outbox's size
-
-    def post(self, group: str, tensors: list[Any]) -> list[Place]:
-        """Write ``tensors`` (this rank's part of the group's next collective) into the outbox."""
-        import torch
-
-        calls = self._calls.get(group, 0)
-        self._calls[group] = calls + 1
-        flats = [t.detach().cpu().contiguous().reshape(-1).view(torch.uint8) for t in tensors]
-        offset = self._slot((group, calls % 2), sum(f.numel() for f in flats))
-        places: list[Place] = []
-        for tensor, flat in zip(tensors, flats):
-            size = flat.numel()
-            if size:
-                self._own[offset:offset + size] = flat.numpy().data
-            places.append((str(tensor.dtype).removeprefix("torch."), list(tensor.shape), self.rank, offset, size))
-            offset += size
-        return places
-
-    def give_up(self, group: str) -> None:
-        """A collective of ``group`` failed: its slots may still be read by a member that never got
-        to, so they are never written again (new ones are taken)."""
-        for parity in (0, 1):
-            self._slots.pop((group, parity), None)
-
-    def read(self, places: list[Place]) -> list[Any]:
-        """Copies of the tensors at ``places`` (copies: a slot is written again two calls later).
-        Tensors of one dtype and shape (every rank's part of a collective) are read as the rows of
-        one buffer, which reduce.stacked then takes without another copy."""
-        import torch
-
-        if not places:
-            return []
-        dtype, shape = places[0][0], places[0][1]
-        if any(p[0] != dtype or p[1] != shape for p in places):
-            return [self.read([place])[0] for place in places]
-        size = places[0][4]
-        if not size:
-            return [torch.empty(shape, dtype=getattr(torch, dtype)) for _ in places]
-        buffer = torch.empty((len(places), size), dtype=torch.uint8)
-        view = buffer.numpy().data.cast("B")
-        for row, (_, _, rank, offset, _) in enumerate(places):
-            self._read_into(view[row * size:(row + 1) * size], rank, offset)
-        rows = buffer.view(getattr(torch, dtype)).reshape(len(places), *shape)
-        return list(rows.unbind(0))
-
-    def _read_into(self, view: memoryview, rank: int, offset: int) -> None:
-        got = 0
-        while got < len(view):
-            done = _real.preadv(self._readable[rank], [view[got:]], offset + got)
-            if done <= 0:
-                raise OSError(f"simfs: rank {rank}'s outbox ended at {offset + got} (wanted {offset + len(view)})")
-            got += done
-
-    def _slot(self, key: tuple[str, int], size: int) -> int:
-        """The offset of slot ``key``, grown (moved to the end of the outbox) to hold ``size`` bytes."""
-        offset, capacity = self._slots.get(key, (0, 0))
-        if size > capacity:
-            capacity = max(size, 2 * capacity, _MIN_SLOT)
-            if self._end + capacity > CAPACITY:
-                raise OSError(f"simfs: rank {self.rank}'s collectives need more than its outbox's {CAPACITY >> 30} "
-                              f"GiB ({self._end + capacity} bytes); collectives this large are not simulated")
-            offset, self._end = self._end, self._end + capacity
-            self._slots[key] = (offset, capacity)
-        return offset

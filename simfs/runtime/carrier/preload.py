@@ -28,7 +28,7 @@ CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
 def preload() -> None:
     """Import numpy and torch (when installed), and make what rank processes need prepared once
     (c10d's, the kernel's confinement ruleset); their global generators are seeded from the run's
-    seed in each rank (rank.py), not at a later import."""
+    seed in each rank (rank/main.py), not at a later import."""
     for name in PRELOADED:
         parent = name.rpartition(".")[0]
         if parent and sys.modules.get(parent) is None:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import SimfsError
 from ...port import schema
-from ..syscalls.dirent import ScandirIterator
-from ..waitqueue import WaitQueue
+from ...tasks.dirent import ScandirIterator
+from ...tasks.waitqueue import WaitQueue
 from .handle import Forward, RankProcess
 
 if TYPE_CHECKING:

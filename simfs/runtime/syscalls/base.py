@@ -13,7 +13,8 @@ from ... import _real
 from ...fs.inode import Attr
 from ...fs.mount import Mount
 from ...port import native
-from ..process import OpenFile, Process
+from ...tasks.process import Process
+from .openfile import OpenFile
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -71,7 +72,7 @@ class SyscallsBase:
     def _fd(self, fd: Any) -> OpenFile:
         if not isinstance(fd, int):
             fd = fd.fileno()
-        of = self.proc.fds.get(fd)
+        of: OpenFile | None = self.proc.fds.get(fd)
         if of is None:
             raise OSError(errno.EBADF, os.strerror(errno.EBADF))
         return of

@@ -14,8 +14,9 @@ from ... import _real
 from ...errors import BypassError
 from ...fs.inode import DIR, FILE, LINK, fs_error
 from ...port import native
-from ..process import FD_BASE, OpenFile
+from ...tasks.process import FD_BASE
 from .base import SyscallsBase, frozen
+from .openfile import OpenFile
 
 _O_TMPFILE = getattr(os, "O_TMPFILE", 0)
 _SYNC_FLAGS = os.O_SYNC | getattr(os, "O_DSYNC", 0)

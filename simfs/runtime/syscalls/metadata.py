@@ -12,9 +12,9 @@ from ...fs.client import Client
 from ...fs.inode import DIR, LINK, fs_error
 from ...fs.mount import Mount
 from ...port import native
-from ..process import FD_BASE
+from ...tasks.dirent import ScandirIterator
+from ...tasks.process import FD_BASE
 from .base import SyscallsBase
-from .dirent import ScandirIterator
 
 _BLOCK = 4096  # f_bsize and f_frsize
 

@@ -19,21 +19,21 @@ from typing import Any, NoReturn
 
 from greenlet import getcurrent
 
-from ... import _real, plaindata
-from ..._intercept import audit
-from ...choices import derive_seed
-from ...confinement import confine, descriptors, kernel, prepared_descriptors
-from ...confinement.confine import WRITES
-from ...port import framing as wire
-from ...port import schema
-from ...report import format_exception, user_frame, where_raised
-from ..process import Process
-from ..scheduler import TASKS, Task
+from .. import _real, plaindata
+from .._intercept import audit
+from ..choices import derive_seed
+from ..confinement import confine, descriptors, kernel, prepared_descriptors
+from ..confinement.confine import WRITES
+from ..port import framing as wire
+from ..port import schema
+from ..report import format_exception, user_frame, where_raised
+from ..tasks.process import Process
+from ..tasks.task import TASKS, Task
+from .client import NATIVE, RemoteMachine, RemoteScheduler, RemoteSyscalls
+from .dist import RemoteWorld
 from .nativecalls import NativeCalls
 from .nocuda import refuse_cuda
 from .outbox import Outbox
-from .remote import NATIVE, RemoteMachine, RemoteScheduler, RemoteSyscalls
-from .remotedist import RemoteWorld
 
 STACKS_SIGNAL = signal.SIGUSR2  # the host asks a stuck rank for its threads' stacks with it
 
@@ -182,7 +182,7 @@ def _main_thread(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     threads that still make progress, and run its atexit handlers."""
     try:
         if proc.dist.native and "torch.distributed" in sys.modules:
-            from ...c10d.install import install
+            from ..c10d.install import install
 
             world = proc.dist
             install(world, proc.rank, proc.world_size, proc.hostname, world.initialized.value, world.world.timeout)

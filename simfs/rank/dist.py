@@ -11,10 +11,10 @@ import pickle
 import sys
 from typing import Any
 
-from ...port import schema
-from ..dist import SimGroup, named_group
+from ..port import schema
+from ..tasks.groups import SimGroup, named_group
+from .client import Ask
 from .outbox import Outbox
-from .remote import Ask
 
 _TENSOR, _TENSORS, _PICKLED = "tensor", "tensors", "pickled"
 

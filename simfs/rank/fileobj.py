@@ -9,9 +9,9 @@ import warnings
 from typing import Any
 
 from .. import _real
-from .console import Console
-from .process import FD_BASE
-from .syscalls import Syscalls
+from ..tasks.console import Console
+from ..tasks.kernel import SystemCalls
+from ..tasks.process import FD_BASE
 
 _BUFFER_SIZE = 1 << 16
 _FLAGS = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
@@ -21,7 +21,7 @@ _FLAGS = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
 class SimFileIO(io.RawIOBase):
     """A raw file of a simulated process (what ``io.FileIO`` is for a real one)."""
 
-    def __init__(self, sys: Syscalls, file: Any, mode: str = "r", closefd: bool = True, opener: Any = None) -> None:
+    def __init__(self, sys: SystemCalls, file: Any, mode: str = "r", closefd: bool = True, opener: Any = None) -> None:
         super().__init__()
         kind = next((c for c in mode if c in "rwax"), None)
         if kind is None or any(c not in "rwax+b" for c in mode):
@@ -169,7 +169,7 @@ def _null_file(mode: str, buffering: int, encoding: str | None, errors: str | No
 
 
 class ConsoleIO(io.RawIOBase):
-    """A raw file over one of the process's console descriptors (0-2, runtime/console.py)."""
+    """A raw file over one of the process's console descriptors (0-2, tasks/console.py)."""
 
     def __init__(self, console: Console, fd: int, closefd: bool) -> None:
         super().__init__()
@@ -198,7 +198,7 @@ class ConsoleIO(io.RawIOBase):
         super().close()
 
 
-def sim_open(sys: Syscalls, file: Any, mode: str = "r", buffering: int = -1, encoding: str | None = None,
+def sim_open(sys: SystemCalls, file: Any, mode: str = "r", buffering: int = -1, encoding: str | None = None,
              errors: str | None = None, newline: str | None = None, closefd: bool = True, opener: Any = None) -> Any:
     """``open()`` for a simulated process (same rules as io.open)."""
     if isinstance(file, int) and 0 <= file < FD_BASE:

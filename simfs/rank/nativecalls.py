@@ -11,10 +11,10 @@ import posixpath
 import stat
 from typing import Any
 
-from ... import _real
-from ...port import native
-from ..importreads import from_import_system
-from ..process import Process
+from .. import _real
+from ..port import native
+from ..tasks.importreads import from_import_system
+from ..tasks.process import Process
 
 # the calls a rank process makes itself on one of its real descriptors (below process.FD_BASE);
 # on a real descriptor every other call is the host's, which answers it as a greenlet rank's

@@ -11,17 +11,17 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast, get_args
 
-from ...errors import SimfsError
-from ...hostpaths import HostPaths
-from ...port import native, schema
-from ..importreads import from_import_system
-from ..process import FD_BASE, Process
-from ..scheduler import Task, current_task
-from ..syscalls.dirent import DirEntry, ScandirIterator
+from ..errors import SimfsError
+from ..hostpaths import HostPaths
+from ..port import native, schema
+from ..tasks.dirent import DirEntry, ScandirIterator
+from ..tasks.importreads import from_import_system
+from ..tasks.process import FD_BASE, Process
+from ..tasks.task import Task, current_task
 from .nativecalls import ON_REAL_DESCRIPTORS, NativeCalls
 
 if TYPE_CHECKING:
-    from ..waitqueue import WaitQueue
+    from ..tasks.waitqueue import WaitQueue
 
 Ask = Callable[[schema.Request], Any]  # the host's answer to a request (or its exception, raised)
 # what the import system asks of the machine (seen: stat and listdir; the rest as importlib's and

@@ -1,5 +1,6 @@
 """The state a rank owns as a real process would: environment, pid, hostname, cwd, the
-``random`` module's generator, the ``os.urandom`` stream, and its file descriptors."""
+``random`` module's generator, the ``os.urandom`` stream, and its file descriptors (the kernel's
+open file descriptions; a rank process's own table stays empty: its descriptors are the host's)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ from ..choices import derive_seed
 from .console import Console
 
 if TYPE_CHECKING:
-    from ..fs.client import Client
-    from ..fs.mount import Mount
-    from .scheduler import Task
+    from .task import Task
     from .waitqueue import WaitQueue
+
 
 class Threads(Protocol):
     """What a process's exit asks of the scheduler (the host's, or a rank process's client of it)."""
@@ -29,44 +29,6 @@ FD_BASE = 1 << 30  # above any real descriptor: a simulated fd reaching a real s
 # what a Python process starts with: SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored
 _PYTHON_SIGNAL_DEFAULTS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGPIPE: signal.SIG_IGN,
                            signal.SIGXFSZ: signal.SIG_IGN}
-
-
-class OpenFile:
-    """An open file description (shared by dup'ed descriptors)."""
-
-    __slots__ = (
-        "append",
-        "client",
-        "epoch",
-        "flags",
-        "ino",
-        "kind",
-        "mount",
-        "node",
-        "path",
-        "pos",
-        "readable",
-        "refs",
-        "sync",
-        "writable",
-    )
-
-    def __init__(self, mount: Mount, client: Client, ino: int, path: str, kind: str, flags: int,
-                 readable: bool, writable: bool, append: bool, sync: bool) -> None:
-        self.mount = mount
-        self.client = client
-        self.ino = ino
-        self.path = path
-        self.kind = kind
-        self.flags = flags
-        self.readable = readable
-        self.writable = writable
-        self.append = append
-        self.sync = sync
-        self.pos = 0
-        self.refs = 1
-        self.epoch = client.epoch
-        self.node = client.node
 
 
 class Process:
@@ -88,7 +50,7 @@ class Process:
         self._random: Random | None = None
         self._urandom: Random | None = None
         self._tempnames: Random | None = None
-        self.fds: dict[int, OpenFile] = {}
+        self.fds: dict[int, Any] = {}  # the kernel's open file descriptions (runtime/syscalls/openfile.py)
         self.console = Console()
         self.signal_handlers: dict[int, Any] = dict(_PYTHON_SIGNAL_DEFAULTS)
         self.atexit: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
@@ -149,7 +111,8 @@ class Process:
 
                 traceback.print_exc()
 
-    def alloc_fd(self, of: OpenFile) -> int:
+    def alloc_fd(self, of: Any) -> int:
+        """The lowest free simulated descriptor, now naming the open file description ``of``."""
         fd = FD_BASE
         while fd in self.fds:
             fd += 1

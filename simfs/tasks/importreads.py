@@ -17,7 +17,7 @@ import sys
 import zipimport
 from types import FrameType
 
-from .scheduler import current_task
+from .task import current_task
 
 # the code objects' file names ("<frozen importlib._bootstrap>" where the modules are frozen, their
 # real paths under -X frozen_modules=off)

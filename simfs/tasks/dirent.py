@@ -7,7 +7,8 @@ import stat as stat_mod
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from ...fs.inode import DIR, FILE, LINK
+# an inode's kind as it crosses the port (fs/inode.py names them; tests/test_port_schema.py holds them equal)
+FILE, DIR, LINK = "f", "d", "l"
 
 
 class Stats(Protocol):
