@@ -131,3 +131,34 @@ def test_the_same_walk_finds_them_in_a_greenlet_rank() -> None:
     result = simfs.Cluster(1, 1, carrier="greenlet").run(_host_objects_reachable)
     assert result.ok, result.summary()
     assert {"Syscalls", "DistWorld", "Scheduler"} <= set(result.returns[0])
+
+
+def _collectives() -> list[object]:
+    import torch.distributed as dist
+
+    dist.barrier()
+    gathered: list[object] = [None, None]
+    dist.all_gather_object(gathered, int(os.environ["RANK"]))
+    return gathered
+
+
+@pytest.mark.parametrize("carrier", simfs.carriers.CARRIERS)
+def test_every_carriers_collectives_are_the_ports_requests(carrier: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A greenlet rank's torch.distributed asks the kernel's handler of the Collective request, as a
+    rank process's does; at 15ba83d it called the run's DistWorld itself, beside the port."""
+    from simfs.runtime.carrier.hostdist import DistRequests
+
+    asked: list[tuple[int, str]] = []
+    serve = DistRequests.collective
+
+    def collective(self: DistRequests, rank: int, request: object) -> object:
+        asked.append((rank, request.kind))  # type: ignore[attr-defined]  # a schema.Collective
+        return serve(self, rank, request)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DistRequests, "collective", collective)
+    result = simfs.Cluster(2, 1, carrier=carrier, isolate=False).run(_collectives)
+    assert result.ok, result.summary()
+    assert result.returns == {0: [0, 1], 1: [0, 1]}
+    for rank in (0, 1):  # c10d's all_gather_object is two all_gathers (sizes, then bytes); simfs's one
+        kinds = [kind for asker, kind in asked if asker == rank]
+        assert kinds[0] == "barrier" and len(kinds) >= 2, asked

@@ -1,5 +1,5 @@
 """What simfs's c10d (its process groups and stores) asks of the host: a rank process's
-collectives and its other requests (runtime/carrier/remotedist.RemoteWorld gives it)."""
+collectives and its other requests (rank/dist.WorldClient gives it)."""
 
 from __future__ import annotations
 

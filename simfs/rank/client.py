@@ -1,6 +1,6 @@
 """The simulation as a rank process sees it: the system calls, machine and scheduler that simfs's
-interception layer calls, each call a request of the port (simfs/port/schema.py) that rank.Link
-sends to the host and waits for the answer. They hold no object of the host's: what they know
+interception layer calls, each call a request of the port (simfs/port/schema.py) that the rank's link
+sends to the host and waits for the answer (main.Link). They hold no object of the host's: what they know
 (the clock, the real paths ranks read) came as plain data (schema.RankSpec). What a call does on
 the real machine (reads of the Python installation and of what the import system opens, the
 rank's real descriptors) this process does itself (nativecalls.py), confined by the kernel."""
@@ -42,7 +42,7 @@ class _Native:
 NATIVE = _Native()
 
 
-class RemoteScheduler:
+class SchedulerClient:
     """The scheduler's calls that rank code makes (virtual time, waiting, threads). A wait queue's
     waiters are the rank's own threads, listed here while they wait, so that whoever releases
     a lock knows to wake them through the host."""
@@ -108,10 +108,10 @@ class RemoteScheduler:
         return [self.threads[tid] for tid in busy]
 
 
-class RemoteMachine:
+class MachineClient:
     """What rank code asks of its Machine: the clock, trace notes, signals and process exit."""
 
-    def __init__(self, ask: Ask, sched: RemoteScheduler, start: schema.RankSpec) -> None:
+    def __init__(self, ask: Ask, sched: SchedulerClient, start: schema.RankSpec) -> None:
         self._ask = ask
         self.sched = sched
         self.epoch = start.epoch
@@ -144,12 +144,12 @@ class RemoteMachine:
         raise SimfsError("simfs: the host did not end this rank process")  # it never answers an exit
 
 
-class RemoteSyscalls:
+class SyscallsClient:
     """The rank's system calls: each a request to the host, which runs it on the simulated
     machine; calls on the real machine (the host answers Native) and on the rank's own real
     descriptors this process makes itself (``native``)."""
 
-    def __init__(self, ask: Ask, native_calls: NativeCalls, machine: RemoteMachine) -> None:
+    def __init__(self, ask: Ask, native_calls: NativeCalls, machine: MachineClient) -> None:
         self._ask = ask
         self.native = native_calls
         self.proc = native_calls.proc
@@ -224,5 +224,5 @@ class _Entries(ScandirIterator):
         self._it = iter(entries)
 
 
-def _entries(sys: RemoteSyscalls, listed: list[tuple[Any, Any, int, str]]) -> _Entries:
+def _entries(sys: SyscallsClient, listed: list[tuple[Any, Any, int, str]]) -> _Entries:
     return _Entries([DirEntry(sys, name, path, ino, kind) for name, path, ino, kind in listed])

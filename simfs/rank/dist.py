@@ -1,15 +1,17 @@
-"""simfs's simulated torch.distributed as a rank process sees it: the process groups' collectives
-meet in the host's DistWorld (requests to the host, like every other call); group handles,
-membership and the rank's own initialised state stay in the process. Payloads cross as plain
-data: tensors as where they lie in their rank's outbox (outbox.py: the bytes go through shared
-memory, never through the host); any other object as a pickle that only other rank processes load
-(as torch's object collectives pickle them), never the host."""
+"""simfs's simulated torch.distributed as a rank sees it (_intercept/torchdist.py calls it, c10d's
+groups in a rank process too): every init, new group and collective is a request of the port to
+the kernel's one handler table (runtime/carrier/hostdist.py), where the collectives of every rank
+meet in the run's DistWorld; group handles, membership and the rank's own initialised state stay
+with the rank. A rank process sends its payloads as plain data: tensors as where they lie in its
+outbox (outbox.py: the bytes go through shared memory, never through the host), any other object as
+a pickle that only other rank processes load (as torch's object collectives pickle them), never the
+host. Greenlet ranks hand theirs over as they are (one interpreter; the calls copy what they send)."""
 
 from __future__ import annotations
 
 import pickle
 import sys
-from typing import Any
+from typing import Any, Protocol
 
 from ..port import schema
 from ..tasks.groups import SimGroup, named_group
@@ -17,6 +19,30 @@ from .client import Ask
 from .outbox import Outbox
 
 _TENSOR, _TENSORS, _PICKLED = "tensor", "tensors", "pickled"
+
+
+class Payloads(Protocol):
+    """How a collective's payloads travel between the ranks."""
+
+    def encode(self, group: str, payload: Any) -> Any: ...
+
+    def decode(self, everyone: list[Any]) -> list[Any]: ...
+
+    def give_up(self, group: str) -> None:
+        """A collective of ``group`` failed: what its members may still read is left alone."""
+
+
+class Shared:
+    """Greenlet ranks: payloads handed over as they are (the callers send copies)."""
+
+    def encode(self, group: str, payload: Any) -> Any:
+        return payload
+
+    def decode(self, everyone: list[Any]) -> list[Any]:
+        return everyone
+
+    def give_up(self, group: str) -> None:
+        """Nothing is kept between collectives."""
 
 
 class _Initialized:
@@ -29,15 +55,24 @@ class _Initialized:
         return self.value
 
 
-class RemoteWorld:
-    """The DistWorld calls of simfs's torch.distributed interception (_intercept/torchdist.py)."""
+class WorldClient:
+    """One rank's torch.distributed world: ``world`` its default group (ranks, name, timeout),
+    ``initialized`` whether the job starts with it initialized (torchrun's environment), ``native``
+    whether a rank process runs torch's own c10d on it (simfs/c10d)."""
 
-    def __init__(self, ask: Ask, start: schema.RankSpec, outbox: Outbox) -> None:
+    def __init__(self, ask: Ask, world: SimGroup, initialized: bool, payloads: Payloads,
+                 native: bool = False) -> None:
         self._ask = ask
-        self._outbox = outbox
-        self.native = start.dist_native
-        self.initialized = _Initialized(start.dist_initialized)
-        self.world = SimGroup(list(start.world_ranks), start.world_name, start.world_timeout)
+        self._payloads = payloads
+        self.native = native
+        self.initialized = _Initialized(initialized)
+        self.world = world
+
+    @classmethod
+    def of_process(cls, ask: Ask, start: schema.RankSpec, outbox: Outbox) -> WorldClient:
+        """A rank process's, from what the host sent it."""
+        world = SimGroup(list(start.world_ranks), start.world_name, start.world_timeout)
+        return cls(ask, world, start.dist_initialized, Outboxed(outbox), start.dist_native)
 
     def group(self, group: Any, rank: int) -> SimGroup:
         return named_group(self.world, group, rank, self.initialized.value)
@@ -67,14 +102,28 @@ class RemoteWorld:
                          nbytes: int = 0) -> list[Any]:
         """The next collective of the group the host knows as ``name``: every rank's payload."""
         try:
-            everyone: list[Any] = self._ask(schema.Collective(name, kind, self._encode(name, payload), timeout,
-                                                              nbytes))
+            everyone: list[Any] = self._ask(schema.Collective(name, kind, self._payloads.encode(name, payload),
+                                                              timeout, nbytes))
         except Exception:
-            self._outbox.give_up(name)
+            self._payloads.give_up(name)
             raise
-        return self._decode(everyone)
+        return self._payloads.decode(everyone)
 
-    def _encode(self, group: str, payload: Any) -> Any:
+    def ask(self, request: schema.Request) -> Any:
+        """Any other request to the host (simfs/c10d's groups and stores)."""
+        return self._ask(request)
+
+
+class Outboxed:
+    """A rank process's payloads: tensors through its outbox, other objects pickled."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self._outbox = outbox
+
+    def give_up(self, group: str) -> None:
+        self._outbox.give_up(group)
+
+    def encode(self, group: str, payload: Any) -> Any:
         if payload is None:
             return None
         if _is_tensor(payload):
@@ -83,7 +132,7 @@ class RemoteWorld:
             return (_TENSORS, self._outbox.post(group, payload))
         return (_PICKLED, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
 
-    def _decode(self, everyone: list[Any]) -> list[Any]:
+    def decode(self, everyone: list[Any]) -> list[Any]:
         """Every rank's payload; the i-th tensors of all ranks are read together (Outbox.read)."""
         places = {r: item[1] for r, item in enumerate(everyone) if item is not None and item[0] != _PICKLED}
         tensors: dict[int, list[Any]] = {r: [] for r in places}
@@ -100,10 +149,6 @@ class RemoteWorld:
             else:
                 decoded.append(tensors[r][0] if item[0] == _TENSOR else tensors[r])
         return decoded
-
-    def ask(self, request: schema.Request) -> Any:
-        """Any other request to the host (simfs/c10d's groups and stores)."""
-        return self._ask(request)
 
 
 def _seconds(timeout: Any) -> float | None:

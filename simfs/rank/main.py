@@ -29,8 +29,8 @@ from ..port import schema
 from ..report import format_exception, user_frame, where_raised
 from ..tasks.process import Process
 from ..tasks.task import TASKS, Task
-from .client import NATIVE, RemoteMachine, RemoteScheduler, RemoteSyscalls
-from .dist import RemoteWorld
+from .client import NATIVE, MachineClient, SchedulerClient, SyscallsClient
+from .dist import WorldClient
 from .nativecalls import NativeCalls
 from .nocuda import refuse_cuda
 from .outbox import Outbox
@@ -199,7 +199,7 @@ def thread_main(link: Link, task: Task, fn: Callable[[], Any]) -> None:
     """A thread the rank started, on an OS thread of its own: it waits for its first turn, runs,
     wakes its joiners, and tells the host how it ended."""
     TASKS[getcurrent()] = task
-    sched: RemoteScheduler = task.context.sys.machine.sched
+    sched: SchedulerClient = task.context.sys.machine.sched
     try:
         link.wait_turn(task.tid)
     except BaseException:  # noqa: BLE001 - the run ended before the thread's first turn
@@ -263,10 +263,10 @@ def _become(link: Link, proc: Process, start: schema.RankSpec, outbox: Outbox) -
         link.add_thread(thread.tid)
         _real.start_new_thread(thread_main, (link, thread, fn))
 
-    sched = RemoteScheduler(link.ask, start_thread, task, lambda: link.now)
-    proc.sys = RemoteSyscalls(link.ask, NativeCalls(proc), RemoteMachine(link.ask, sched, start))
+    sched = SchedulerClient(link.ask, start_thread, task, lambda: link.now)
+    proc.sys = SyscallsClient(link.ask, NativeCalls(proc), MachineClient(link.ask, sched, start))
     proc.signal_handlers = Dispositions(proc.signal_handlers, link)
-    proc.dist = RemoteWorld(link.ask, start, outbox)
+    proc.dist = WorldClient.of_process(link.ask, start, outbox)
     TASKS.clear()
     glet = getcurrent()
     task.glet = glet

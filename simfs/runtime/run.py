@@ -159,7 +159,6 @@ class Run:
                            local_world_size=s.ranks_per_node, pid=1000 + 10000 * self.index + local_rank,
                            hostname=f"node{node}", env=env, cwd=s.cwd, seed=s.seed, run=self.index)
             proc.sys = Syscalls(machine, proc)
-            proc.dist = self.world
             machine.processes.append(proc)
             self.fs.proc[node].add(proc.pid, proc.pid - local_rank - 1, ["python", *sys.argv[1:]], env)
         for proc in list(machine.processes):

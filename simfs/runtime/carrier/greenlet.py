@@ -1,5 +1,6 @@
 """Greenlet ranks: every rank a task of the host's scheduler in the host's interpreter, whose
-intercepted calls go to the simulated kernel directly (no copy, no message). The interpreter-wide
+intercepted calls go to the simulated kernel directly (no copy, no message): system calls and waits to
+its objects, torch.distributed and stores to the handlers of the port's requests. The interpreter-wide
 names a process owns alone are swapped in while each rank runs (procglobals.py)."""
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any, Protocol
 
 from ...errors import OutsideSimulation, SimfsError
 from ...port import schema
+from ...rank.dist import Shared, WorldClient
 from ...report import user_frame
+from ...tasks.groups import SimGroup
 from ...tasks.process import Process
 from ...tasks.task import Task, task_frame
 from ..procglobals import ProcessGlobals
@@ -36,9 +39,9 @@ class StoreNames(Protocol):
 
 
 class DirectHost:
-    """What torch's stores ask of the kernel on greenlet ranks (c10d/host.py Asks): the request
-    handler itself, called with the request as it is, as the rank that runs, as a rank process's
-    request is served."""
+    """What a greenlet rank's torch.distributed (rank/dist.py) and torch's stores (c10d/host.py
+    Asks) ask of the kernel: the request handler itself, called with the request as it is, as the
+    rank that runs, as a rank process's request is served."""
 
     def __init__(self, sched: Scheduler, handlers: dict[type[schema.Request], Callable[[int, Any], Any]]) -> None:
         self._sched = sched
@@ -60,6 +63,7 @@ class GreenletCarrier:
         self.sched = sched
         self._end_process = end_process
         self._host = DirectHost(sched, dist.handlers())
+        self._world = dist.world
         self._globals = ProcessGlobals()
         sched.enter = self._globals.enter
         self._stores = store_names
@@ -72,6 +76,9 @@ class GreenletCarrier:
         threads that still make progress, and run its atexit handlers."""
         sched = self.sched
         proc.c10d_host = self._host
+        world = self._world.world
+        proc.dist = WorldClient(self._host.ask, SimGroup(list(world.ranks), world.name, world.timeout),
+                                self._world.initialized[proc.rank], Shared())
 
         def body() -> Any:
             try:

@@ -63,6 +63,7 @@ class ProcessCarrier:
         self.machine = machine
         self.memory = memory  # RLIMIT_DATA of each rank process (None: unlimited)
         self.sched = sched
+        self._world = dist.world
         self._end_process = end_process
         self.ranks: dict[int, RankProcess] = {}
         self.requests = 0  # served so far: the watchdog's sign of progress
@@ -114,7 +115,7 @@ class ProcessCarrier:
 
     def _spec(self, proc: Process) -> schema.RankSpec:
         """What rank ``proc``'s process starts from: plain data, no object of the host's."""
-        world = proc.dist
+        world = self._world
         seed, run, _ = proc.seed_parts
         return schema.RankSpec(
             self.sched.next_tid, proc.rank, proc.local_rank, proc.node, proc.world_size, proc.local_world_size,
