@@ -112,7 +112,7 @@ assert simfs.Cluster(profile={profile!r}, carrier="greenlet", isolate=False).run
 print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024)
 """
 _NO_BACKSTOP = """
-import os, time, simfs, simfs._intercept.audit as audit
+import os, time, simfs, simfs.rank.intercept.audit as audit
 audit.install = lambda: None  # as simfs was before the audit hook
 def job(n):
     os.makedirs("/shared/d", exist_ok=True)

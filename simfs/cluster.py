@@ -63,7 +63,7 @@ class Cluster:
     runs greenlet ranks in the caller's own process, unconfined, for code you trust (simfs's own
     filesystem-model tests): their objects are the caller's, and a cluster runs any number of times.
     ``torch_distributed``: "c10d" (the default for rank processes) runs torch's own c10d in each rank
-    on simulated process groups and stores (simfs/c10d); "patched" (greenlet ranks' only choice)
+    on simulated process groups and stores (simfs/rank/c10d); "patched" (greenlet ranks' only choice)
     replaces torch.distributed's Python functions with simfs's stand-ins. ``rank_memory``: bytes of
     private memory each rank process may take (RLIMIT_DATA: heap and anonymous mappings); a rank
     that runs out ends with ``simfs.RankOutOfMemory``. None: no limit but the machine's.
@@ -338,13 +338,13 @@ def replay(text: str, job: Callable[..., Any] | None = None, *args: Any, **kwarg
 
 
 def _torch_store_names() -> StoreNames | None:
-    """What gives torch's store names to simfs's stores on greenlet ranks (simfs/c10d/greenlets.py),
+    """What gives torch's store names to simfs's stores on greenlet ranks (simfs/rank/c10d/greenlets.py),
     when torch.distributed is loaded; a job that loads it only inside its ranks, in the process's
     first run, finds torch's C++ stores refused there (docs/limits.md)."""
     if "torch.distributed" not in sys.modules:
         return None
     try:
-        from .c10d import greenlets
+        from .rank.c10d import greenlets
     except ImportError:  # a torch built without distributed support
         return None
     return greenlets

@@ -41,7 +41,7 @@ def series() -> Iterator[None]:
 @contextmanager
 def prepared() -> Iterator[None]:
     """The host ready for one run during the block, and as it was after it."""
-    from ._intercept import install
+    from .rank.intercept import install
 
     between: HostGuard | None = getattr(_local, "series", None)
     if between is not None:

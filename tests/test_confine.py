@@ -340,7 +340,7 @@ def test_rank_code_in_an_isolated_search_cannot_reach_the_host(tmp_path: Path,
     open(2) and connect(2)): torch's archive writer opening a real path, and a TCPStore client
     connecting. The kernel refuses both."""
     torch = pytest.importorskip("torch")
-    from simfs._intercept.registry import original
+    from simfs.rank.intercept.registry import original
 
     canary = tmp_path / "canary.pt"
     port = listeners["tcp"].getsockname()[1]

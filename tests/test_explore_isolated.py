@@ -77,7 +77,7 @@ def test_rank_code_past_the_python_layer_is_refused_by_the_kernel(tmp_path: Path
         missing("landlock", "this kernel has no Landlock (Linux 5.13+, enabled at boot: lsm=...,landlock)")
     import torch
 
-    from simfs._intercept.registry import original
+    from simfs.rank.intercept.registry import original
 
     canary = tmp_path / "canary.pt"
 

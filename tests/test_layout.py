@@ -1,6 +1,7 @@
-"""The port's two sides in the code's own imports: a rank's side (rank/, the interception, c10d,
-fsspec's view) and what both sides share (tasks/, port/) import nothing of the kernel's (runtime/,
-the filesystem model fs/, the cluster that runs them); what both share imports neither side."""
+"""The port's two sides in the code's own imports: a rank's side (rank/: its port clients, the
+interception, c10d; and fsspec's view) and what both sides share (tasks/, port/) import nothing of
+the kernel's (runtime/, the filesystem model fs/, the cluster that runs them); what both share
+imports neither side."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from simfs.tasks import dirent
 
 SIMFS = Path(__file__).resolve().parent.parent / "simfs"
 SHARED = ("tasks", "port")
-RANK_SIDE = ("rank", "_intercept", "c10d", "fsspec_view")
+RANK_SIDE = ("rank", "fsspec_view")
 KERNEL = ("runtime", "fs", "cluster", "hostrun", "supervise", "runspec", "faults", "profiles", "relay")
 
 

@@ -166,7 +166,7 @@ def test_a_greenlet_run_in_this_process_gives_torchs_store_names_back() -> None:
 
     result = simfs.Cluster(carrier="greenlet", isolate=False).run(job)
     assert result.ok, result.summary()
-    assert result.returns[0] == ("simfs.c10d.store", "v")
+    assert result.returns[0] == ("simfs.rank.c10d.store", "v")
     for owner in (dist, c10d, rendezvous):
         for name in ("TCPStore", "FileStore"):
             assert getattr(owner, name, None) in (None, getattr(native, name)), f"{owner.__name__}.{name}"

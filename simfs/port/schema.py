@@ -235,7 +235,7 @@ class RankSpec(_Message, frozen=True):
     epoch: float  # the wall time of virtual time 0
     run_start: float
     readable: Any  # the real paths any code of a rank reads (simfs/hostpaths.py), as str
-    dist_native: bool  # torch's c10d runs in the rank (simfs/c10d), not simfs's torch.distributed
+    dist_native: bool  # torch's c10d runs in the rank (simfs/rank/c10d), not simfs's torch.distributed
     dist_initialized: bool
     world_ranks: list[int]
     world_name: Name

@@ -1,5 +1,5 @@
 """What a store operation means, on both sides of the port: the kernel's stores (runtime/kvstore.py)
-and a rank's c10d store (c10d/store.py) answer compareSet alike."""
+and a rank's c10d store (rank/c10d/store.py) answer compareSet alike."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""simfs's simulated torch.distributed as a rank sees it (_intercept/torchdist.py calls it, c10d's
+"""simfs's simulated torch.distributed as a rank sees it (rank/intercept/torchdist.py calls it, c10d's
 groups in a rank process too): every init, new group and collective is a request of the port to
 the kernel's one handler table (runtime/carrier/hostdist.py), where the collectives of every rank
 meet in the run's DistWorld; group handles, membership and the rank's own initialised state stay
@@ -58,7 +58,7 @@ class _Initialized:
 class WorldClient:
     """One rank's torch.distributed world: ``world`` its default group (ranks, name, timeout),
     ``initialized`` whether the job starts with it initialized (torchrun's environment), ``native``
-    whether a rank process runs torch's own c10d on it (simfs/c10d)."""
+    whether a rank process runs torch's own c10d on it (simfs/rank/c10d)."""
 
     def __init__(self, ask: Ask, world: SimGroup, initialized: bool, payloads: Payloads,
                  native: bool = False) -> None:
@@ -110,7 +110,7 @@ class WorldClient:
         return self._payloads.decode(everyone)
 
     def ask(self, request: schema.Request) -> Any:
-        """Any other request to the host (simfs/c10d's groups and stores)."""
+        """Any other request to the host (simfs/rank/c10d's groups and stores)."""
         return self._ask(request)
 
 

@@ -20,7 +20,6 @@ from typing import Any, NoReturn
 from greenlet import getcurrent
 
 from .. import _real, plaindata
-from .._intercept import audit
 from ..choices import derive_seed
 from ..confinement import confine, descriptors, kernel, prepared_descriptors
 from ..confinement.confine import WRITES
@@ -31,6 +30,7 @@ from ..tasks.process import Process
 from ..tasks.task import TASKS, Task
 from .client import NATIVE, MachineClient, SchedulerClient, SyscallsClient
 from .dist import WorldClient
+from .intercept import audit
 from .nativecalls import NativeCalls
 from .nocuda import refuse_cuda
 from .outbox import Outbox
@@ -182,7 +182,7 @@ def _main_thread(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     threads that still make progress, and run its atexit handlers."""
     try:
         if proc.dist.native and "torch.distributed" in sys.modules:
-            from ..c10d.install import install
+            from .c10d.install import install
 
             world = proc.dist
             install(world, proc.rank, proc.world_size, proc.hostname, world.initialized.value, world.world.timeout)

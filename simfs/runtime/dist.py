@@ -48,7 +48,7 @@ class DistWorld:
                  timeout: float, initialized: bool, note: Callable[[int, str, str, str], None],
                  native: bool = False) -> None:
         self.sched = sched
-        self.native = native  # rank processes run torch's c10d on these groups (simfs/c10d)
+        self.native = native  # rank processes run torch's c10d on these groups (simfs/rank/c10d)
         self._note = note  # trace: (rank, collective, group, outcome)
         self.latency = latency
         self.bandwidth = bandwidth

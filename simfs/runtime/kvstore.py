@@ -1,5 +1,5 @@
 """Key-value stores in virtual time, as c10d's stores behave (torch/csrc/distributed/c10d/Store.hpp,
-TCPStore.cpp): the host keeps them, rank processes reach them by name (simfs/c10d/store.py). A
+TCPStore.cpp): the host keeps them, rank processes reach them by name (simfs/rank/c10d/store.py). A
 read of a key not yet set waits in the scheduler until another rank sets it or the store's timeout
 passes; a store served by a node's process (a TCPStore's server) is gone with that node. Nothing
 here knows torch: keys are strings, values bytes."""

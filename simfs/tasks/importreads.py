@@ -32,7 +32,7 @@ _DEPTH = 64  # a finder nests a few frames below importlib; deeper than this is 
 
 def from_import_system() -> bool:
     """True when the intercepted call being handled was made by the import system (only looked
-    for while the calling task imports: _intercept/imports.py counts that)."""
+    for while the calling task imports: rank/intercept/imports.py counts that)."""
     task = current_task()
     if task is None or not task.importing:
         return False

@@ -59,7 +59,7 @@ class Process:
         self.last_op = ("", "")
         self.sys: Any = None  # the Syscalls bound to this process
         self.dist: Any = None  # the simulated torch.distributed state of this rank
-        self.c10d_host: Any = None  # what torch's stores ask of the kernel on greenlet ranks (c10d/host.py Asks)
+        self.c10d_host: Any = None  # what torch's stores ask of the kernel on greenlet ranks (rank/c10d/host.py Asks)
 
     @property
     def seed_parts(self) -> tuple[int, int, int]:

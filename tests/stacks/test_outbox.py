@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simfs
-from simfs.c10d.reduce import stack
 from simfs.port import framing as wire
+from simfs.rank.c10d.reduce import stack
 from simfs.rank.outbox import Place
 from simfs.runtime.carrier.outbox import Outboxes
 

@@ -30,7 +30,7 @@ class Stop(BaseException):
 
 
 class StoreNames(Protocol):
-    """torch's names for its stores, given to simfs's for the run (simfs/c10d/greenlets.py, which
+    """torch's names for its stores, given to simfs's for the run (simfs/rank/c10d/greenlets.py, which
     the caller passes in when torch.distributed is loaded: this side imports nothing of c10d)."""
 
     def install(self) -> None: ...
@@ -39,7 +39,7 @@ class StoreNames(Protocol):
 
 
 class DirectHost:
-    """What a greenlet rank's torch.distributed (rank/dist.py) and torch's stores (c10d/host.py
+    """What a greenlet rank's torch.distributed (rank/dist.py) and torch's stores (rank/c10d/host.py
     Asks) ask of the kernel: the request handler itself, called with the request as it is, as the
     rank that runs, as a rank process's request is served."""
 

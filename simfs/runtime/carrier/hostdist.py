@@ -1,6 +1,6 @@
 """The kernel's handlers of a rank's torch.distributed and store requests (port/schema.py) on the
 run's DistWorld, where the collectives of every rank meet in virtual time, and its Stores. Rank
-processes (rank/dist.py, simfs/c10d) and greenlet ranks' stores ask the same.
+processes (rank/dist.py, simfs/rank/c10d) and greenlet ranks' stores ask the same.
 Groups cross by name; payloads stay the plain data the rank made of them (the host never loads a
 rank's objects)."""
 

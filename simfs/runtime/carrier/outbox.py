@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field
 
 from ... import _real
-from ..._intercept.registry import host_calls
+from ...rank.intercept.registry import host_calls
 from ...rank.outbox import CAPACITY, Outbox
 
 # include/uapi/linux/fcntl.h (Python's fcntl module names all but the first)

@@ -38,8 +38,8 @@ def preload() -> None:
                 if confined_here():  # it may make no directory: torch._dynamo's cache names one that exists
                     os.environ.setdefault(CACHE_DIR, "/")
                 importlib.import_module(name)
-    if "torch.distributed" in sys.modules:  # what a rank process running c10d sets up (simfs/c10d)
-        importlib.import_module("simfs.c10d.install").prepare()
+    if "torch.distributed" in sys.modules:  # what a rank process running c10d sets up (simfs/rank/c10d)
+        importlib.import_module("simfs.rank.c10d.install").prepare()
     prepare_confinement()
 
 

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from ... import _real
-from ..._intercept.registry import host_calls
 from ...confinement import descriptors, kernel
+from ...rank.intercept.registry import host_calls
 
 _LAUNCH = struct.Struct("=q")  # host -> zygote: the rank, then its RankSpec; with the rank's descriptors
 # bytes of a launch request (a RankSpec holds the rank's environment): a datagram of a Unix socket

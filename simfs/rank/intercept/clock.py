@@ -14,13 +14,13 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BypassError
-from ..tasks.task import Task
+from ...errors import BypassError
+from ...tasks.task import Task
 from .registry import current, patch, patch_function
 
 if TYPE_CHECKING:
-    from ..tasks.kernel import Machine
-    from ..tasks.process import Process
+    from ...tasks.kernel import Machine
+    from ...tasks.process import Process
 
 _MAX_SLEEP = (2**63 - 1) / 1e9
 _SLEEP_ZERO = 1e-6  # sleep(0) still lets virtual time move, so spin loops terminate

@@ -11,9 +11,9 @@ import select
 from collections.abc import Iterable
 from typing import Any
 
-from ..tasks.process import FD_BASE
-from ..tasks.task import Task
-from ..tasks.waitqueue import WaitQueue
+from ...tasks.process import FD_BASE
+from ...tasks.task import Task
+from ...tasks.waitqueue import WaitQueue
 from .registry import patch_function
 
 _IDLE = WaitQueue("select() on no descriptor, without a timeout")

@@ -19,8 +19,8 @@ import torch.distributed.distributed_c10d as c10d
 import torch.distributed.rendezvous  # noqa: F401 - loaded, so that its by-name TCPStore is replaced too
 from torch._C import _distributed_c10d as native
 
-from .._intercept import torchdist
-from ..port import schema
+from ...port import schema
+from ..intercept import torchdist
 from . import functional
 from .group import SIMFS, SimProcessGroup
 from .host import Host
@@ -123,7 +123,7 @@ def prepare() -> None:
     replaces (torch's, and a job's ``from torch.distributed import TCPStore``): each rank would
     otherwise look through every module, one rank after another. Found again only when modules
     were imported since. torch._C keeps its own classes (the C++ stores, refused inside ranks by
-    simfs/_intercept/torchnative.py)."""
+    simfs/rank/intercept/torchnative.py)."""
     if _copies[0] == len(sys.modules):
         return
     originals = {id(_torchs(getattr(owner, name))): i for i, (owner, name) in enumerate(_REPLACED)}

@@ -23,9 +23,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import BypassError
-from ..tasks.process import FD_BASE
-from ..tasks.task import Task
+from ...errors import BypassError
+from ...tasks.process import FD_BASE
+from ...tasks.task import Task
 from . import audit
 from .registry import host_calls, original, patch, patch_function, refusal
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from ..errors import BypassError
+from ...errors import BypassError
 from .registry import current
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_EXCL

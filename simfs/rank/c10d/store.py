@@ -20,9 +20,9 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Store
 
-from ..errors import StoreGone
-from ..port import schema
-from ..port.storeops import compare_and_swap
+from ...errors import StoreGone
+from ...port import schema
+from ...port.storeops import compare_and_swap
 from .host import Asks
 
 HOST_STORE = "simfs/p2p"  # the shared store that carries point-to-point messages

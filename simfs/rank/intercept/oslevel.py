@@ -11,9 +11,9 @@ import posix
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import BypassError
-from ..tasks.process import FD_BASE
-from ..tasks.task import Task
+from ...errors import BypassError
+from ...tasks.process import FD_BASE
+from ...tasks.task import Task
 from .registry import patch_function
 
 # forwarded to the simulated process's system calls (runtime/syscalls)
@@ -114,7 +114,7 @@ def _abort(task: Task) -> None:
 
     proc = task.context
     proc.sys.machine.deliver(proc, signal.SIGABRT, "os.abort")
-    from ..errors import RankKilled
+    from ...errors import RankKilled
 
     proc.sys.machine.end_process(proc, RankKilled(proc.rank, signal.SIGABRT, "os.abort"))
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from torch._C import _distributed_c10d as native
 
-from .._intercept.registry import current
+from ..intercept.registry import current
 from .install import replace_stores
 from .store import FileStore, tcp_store_class
 

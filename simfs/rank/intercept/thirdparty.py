@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..tasks.task import Task
+from ...tasks.task import Task
 from .registry import current, patch, patch_function, refusal
 
 

@@ -25,7 +25,7 @@ from torch._C._distributed_c10d import (  # type: ignore[attr-defined]  # _creat
 )
 from torch.futures import Future
 
-from ..port import schema
+from ...port import schema
 from .host import Host
 from .reduce import reduce
 

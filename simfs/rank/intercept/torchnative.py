@@ -1,7 +1,7 @@
 """torch's C++ entry points that open real paths or sockets themselves, below Python's file and
 socket calls: inside a rank, TorchScript archives named by path are written and read through
 simulated files; the archive writer and reader given a path, and c10d's C++ TCPStore and FileStore
-(torch's names for them are simfs's stores inside ranks: simfs/c10d/), are refused with a
+(torch's names for them are simfs's stores inside ranks: simfs/rank/c10d/), are refused with a
 BypassError naming the call. Outside ranks each behaves as the original."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import BypassError
-from ..tasks.task import Task
+from ...errors import BypassError
+from ...tasks.task import Task
 from .registry import patch_function, refusal
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from greenlet import getcurrent
 
-from ..errors import BypassError
-from ..tasks.task import TASKS, Task
+from ...errors import BypassError
+from ...tasks.task import TASKS, Task
 
 _replacements: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, replacement)
 _originals: dict[tuple[int, str], Any] = {}

@@ -9,7 +9,7 @@ import importlib._bootstrap as _bootstrap
 from collections.abc import Callable
 from typing import Any
 
-from ..tasks.task import current_task
+from ...tasks.task import current_task
 from .registry import patch
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..port import schema
+from ...port import schema
 
 
 class Asks(Protocol):

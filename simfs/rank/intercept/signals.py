@@ -10,8 +10,8 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import BypassError
-from ..tasks.task import Task
+from ...errors import BypassError
+from ...tasks.task import Task
 from .registry import patch_function
 from .threads import ident_of
 

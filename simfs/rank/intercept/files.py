@@ -6,9 +6,9 @@ import builtins
 import io
 from typing import Any
 
-from ..rank.fileobj import ConsoleIO, SimFileIO, sim_open
-from ..tasks.process import FD_BASE
-from ..tasks.task import Task
+from ...tasks.process import FD_BASE
+from ...tasks.task import Task
+from ..fileobj import ConsoleIO, SimFileIO, sim_open
 from .registry import current, dispatcher, patch
 
 _real_open = builtins.open

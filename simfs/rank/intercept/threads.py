@@ -11,9 +11,9 @@ import queue
 import threading
 from typing import Any
 
-from ..tasks.kernel import Scheduler
-from ..tasks.task import DONE, Task
-from ..tasks.waitqueue import WaitQueue
+from ...tasks.kernel import Scheduler
+from ...tasks.task import DONE, Task
+from ...tasks.waitqueue import WaitQueue
 from .registry import current, original, patch, patch_function
 
 _FAKE_IDENT = 1 << 40

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from ..tasks.task import Task, current_task
+from ...tasks.task import Task, current_task
 from .registry import original, patch, patch_function
 
 _RANDOM_FUNCTIONS = (

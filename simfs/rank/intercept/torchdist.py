@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..tasks.groups import SimGroup, Work, copy_object
-from ..tasks.kernel import World
-from ..tasks.task import Task
+from ...tasks.groups import SimGroup, Work, copy_object
+from ...tasks.kernel import World
+from ...tasks.task import Task
 from .registry import patch_function, unpatch
 
 API: dict[str, Callable[..., Any]] = {}
@@ -289,7 +289,7 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """torch.distributed's own functions back, in a rank process that runs c10d itself (simfs/c10d)."""
+    """torch.distributed's own functions back, in a rank process that runs c10d itself (simfs/rank/c10d)."""
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
 
