@@ -10,7 +10,7 @@ rank), simulated operations per wall second with 8 ranks on 2 nodes, and example
 of the 8-rank makedirs search (the built-in makedirs-every-rank scenario on nfs, 2 nodes x 4 ranks,
 where it passes: every example runs; searched in this process, as simfs run's workers do). With
 ``--scale``, wall seconds of one run of N ranks (8 per node) that make a directory, write a file
-each, meet at a barrier and list the directory.
+each, meet at a barrier and list the directory, each measured in a fresh interpreter.
 
 Then what a message between a rank process and the host costs to write and to read, side by side:
 the port's typed messages of plain data (simfs/port/schema.py, plaindata: msgpack, strict decoding)
@@ -90,7 +90,16 @@ def makedirs_examples_per_second(carrier: str) -> float:
 
 
 def scale_seconds(carrier: str, ranks: int) -> float:
-    """Wall seconds of one run of ``ranks`` ranks, 8 per node (a warm cluster: its first run done)."""
+    """Wall seconds of one run of ``ranks`` ranks, 8 per node, in a fresh interpreter (as a user
+    runs one; 2048 rank processes forked from this one, grown by the other measures, ran out of
+    this machine's 24 GB), under the same code (PYTHONPATH)."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--scale-one", f"{carrier}:{ranks}"],
+                         check=True, capture_output=True, text=True).stdout
+    return float(out.split()[-1])
+
+
+def scale_seconds_here(carrier: str, ranks: int) -> float:
+    """scale_seconds() in this process (a warm cluster: its first run done)."""
     cluster = simfs.Cluster(max(1, ranks // 8), min(8, ranks), carrier=carrier, isolate=False)
     cluster.run(empty)
     seconds, result = timed(lambda: cluster.run(barrier_and_list))
@@ -222,9 +231,14 @@ def main() -> None:
     parser.add_argument("--against", metavar="REF", help="also measure the code at this git commit, side by side")
     parser.add_argument("--scale", default="", help="rank counts of the scale rows, e.g. 1024,2048")
     parser.add_argument("--measure-into", help=argparse.SUPPRESS)  # --against's subprocess
+    parser.add_argument("--scale-one", help=argparse.SUPPRESS)  # a scale row's subprocess: CARRIER:RANKS
     add_record_flag(parser)
     args = parser.parse_args()
     scale = [int(n) for n in args.scale.split(",") if n]
+    if args.scale_one:
+        carrier, ranks = args.scale_one.split(":")
+        print(scale_seconds_here(carrier, int(ranks)))
+        return
     if args.measure_into:
         with open(args.measure_into, "w") as f:
             json.dump(measure_all(args.repeats, scale), f)
