@@ -89,7 +89,7 @@ def test_tests_benchmarks_and_ci_import_only_what_the_test_extra_installs() -> N
 
 
 @pytest.mark.parametrize("module,library,extra", [
-    ("simfs.fsspec_view", "fsspec", "fsspec"),
+    ("simfs.rank.fsspec_view", "fsspec", "fsspec"),
     ("scenarios.pytest_plugin", "pytest", "pytest"),
 ])
 def test_an_optional_feature_names_its_extra_when_its_library_is_missing(module: str, library: str,

@@ -1,5 +1,5 @@
 """The port's two sides in the code's own imports: a rank's side (rank/: its port clients, the
-interception, c10d; and fsspec's view) and what both sides share (tasks/, port/) import nothing of
+interception, c10d, fsspec's view) and what both sides share (tasks/, port/) import nothing of
 the kernel's (runtime/, the filesystem model fs/, the cluster that runs them); what both share
 imports neither side."""
 
@@ -15,7 +15,7 @@ from simfs.tasks import dirent
 
 SIMFS = Path(__file__).resolve().parent.parent / "simfs"
 SHARED = ("tasks", "port")
-RANK_SIDE = ("rank", "fsspec_view")
+RANK_SIDE = ("rank",)
 KERNEL = ("runtime", "fs", "cluster", "hostrun", "supervise", "runspec", "faults", "profiles", "relay")
 
 

@@ -53,7 +53,7 @@ class Machine(Protocol):
 
 class SystemCalls(Protocol):
     """The system calls a simulated file object (rank/fileobj.py) and fsspec's view of the
-    simulated filesystems (fsspec_view.py) make."""
+    simulated filesystems (rank/fsspec_view.py) make."""
 
     proc: Process
 

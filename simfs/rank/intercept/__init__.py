@@ -48,7 +48,7 @@ def install(*, modules_unchanged: bool = False) -> None:
             if not modules_unchanged:
                 thirdparty.install()  # libraries imported since the last run
         if sys.modules.get("fsspec") is not None:
-            from ...fsspec_view import register
+            from ..fsspec_view import register
 
             register()
         scan_modules()

@@ -11,12 +11,12 @@ from typing import Any
 try:
     from fsspec.spec import AbstractFileSystem
 except ImportError as exc:  # an optional feature: say which extra brings its library
-    raise ImportError("simfs.fsspec_view needs fsspec: pip install 'simfs[fsspec]'") from exc
+    raise ImportError("simfs.rank.fsspec_view needs fsspec: pip install 'simfs[fsspec]'") from exc
 
-from .errors import SimfsError
-from .rank.fileobj import sim_open
-from .tasks.kernel import SystemCalls
-from .tasks.task import current_task
+from ..errors import SimfsError
+from ..tasks.kernel import SystemCalls
+from ..tasks.task import current_task
+from .fileobj import sim_open
 
 
 def _sys() -> SystemCalls:
