@@ -19,8 +19,7 @@ from .errors import (
 from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, PowerLoss, SlowOps, SlowRank
 from .plaindata import Foreign
 from .profiles import Profile
-from .report import CrashInfo, HangInfo, Result, ThreadError
-from .runtime.machine import TraceEvent
+from .report import CrashInfo, HangInfo, Result, ThreadError, TraceEvent
 from .supervise import ChildFailed, Stalled, isolated
 
 __all__ = [

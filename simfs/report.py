@@ -8,14 +8,11 @@ import sysconfig
 import traceback
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from . import carriers, plaindata
 from .runspec import encode
 from .visible import visible
-
-if TYPE_CHECKING:
-    from .runtime.machine import TraceEvent
 
 _SIMFS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"] + os.sep,
@@ -85,6 +82,23 @@ def format_exception(exc: BaseException) -> str:
     lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
     lines.extend(traceback.format_exception_only(type(exc), exc))
     return "".join(lines)
+
+
+class TraceEvent(NamedTuple):
+    """One simulated operation: when it started, who, what, on which path, and how it ended."""
+
+    time: float
+    rank: int
+    node: int
+    op: str
+    path: str
+    outcome: str
+    stale: str = ""  # what a cache answered that the server no longer held
+
+    def __str__(self) -> str:
+        who = f"rank {self.rank}" if self.rank >= 0 else f"node {self.node}"
+        stale = f" (stale: {self.stale})" if self.stale else ""
+        return f"{self.time:12.6f}s {who:>8} {self.op:<10} {self.path} -> {self.outcome}{stale}"
 
 
 @dataclass
@@ -216,4 +230,4 @@ def result_to_json(result: Result, *, trace: bool = False) -> dict[str, Any]:
     return out
 
 
-plaindata.register(Result, CrashInfo, HangInfo, ThreadError)
+plaindata.register(Result, CrashInfo, HangInfo, ThreadError, TraceEvent)

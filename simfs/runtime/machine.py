@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RankKilled, TaskKilled
 from ..faults import CrashNode, CrashServer, EvictClient, PowerLoss
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..faults import Fault
     from .syscalls.openfile import OpenFile
 
-from .. import plaindata
+from ..report import TraceEvent
 from ..tasks.process import Process
 
 WALL_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: what time.time() reads at virtual 0
@@ -35,23 +35,6 @@ _IGNORED_BY_DEFAULT = {signal.SIGCHLD, signal.SIGURG, signal.SIGWINCH, signal.SI
 class ReadOnRank(Exception):
     """On the process carrier: the call being served reads the real machine, which the rank's
     process does itself (its descriptors are its own, and the kernel confines it)."""
-
-
-class TraceEvent(NamedTuple):
-    """One simulated operation: when it started, who, what, on which path, and how it ended."""
-
-    time: float
-    rank: int
-    node: int
-    op: str
-    path: str
-    outcome: str
-    stale: str = ""  # what a cache answered that the server no longer held
-
-    def __str__(self) -> str:
-        who = f"rank {self.rank}" if self.rank >= 0 else f"node {self.node}"
-        stale = f" (stale: {self.stale})" if self.stale else ""
-        return f"{self.time:12.6f}s {who:>8} {self.op:<10} {self.path} -> {self.outcome}{stale}"
 
 
 class Machine:
@@ -306,6 +289,3 @@ class Machine:
     def evict_client(self, node: int, mount_path: str, why: str) -> None:
         self.fs.mount_named(mount_path).clients[node].evict()
         self.note("evict", mount_path, f"node{node} evicted ({why})", node=node)
-
-
-plaindata.register(TraceEvent)
