@@ -62,7 +62,8 @@ def _units() -> list[str]:
 def test_nothing_a_rank_side_module_imports_leads_to_the_kernel(top: str) -> None:
     """Through any chain of imports (simfs/report.py named the kernel's TraceEvent at 6b43f71)."""
     imports = {unit: set().union(*(_imported(p) for p in _modules(unit))) - {unit} for unit in _units()}
-    reached, todo = set(), [top]
+    reached: set[str] = set()
+    todo = [top]
     while todo:
         unit = todo.pop()
         for name in imports.get(unit, set()) - reached:
