@@ -1,8 +1,13 @@
 """A rank process's side of the outboxes (runtime/carrier/outbox.py says why they exist and how
 the host makes and seals them): it posts its collectives' tensors into its own outbox and reads its
-peers' from theirs. Two slots per process group, used by turns (the parity of the group's call
-count): a rank writes collective k's tensors over collective k-2's only after collective k-1 of
-the same group completed, that is after every member read collective k-2's."""
+peers' from theirs.
+
+A rank keeps two slots per process group and uses them by turns (the parity of the group's call
+count). Reusing a slot is safe: a rank writes collective k's tensors over collective k-2's only
+after collective k-1 of the same group completed, that is after every member arrived there, and
+a member arrives there only after it read collective k-2's tensors (it reads them as soon as the
+host answers it, before its next request). A collective that fails (a timeout, an abort) may
+leave a member that never read: that group's slots are then given up, never written again."""
 
 from __future__ import annotations
 

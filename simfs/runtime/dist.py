@@ -76,17 +76,17 @@ class DistWorld:
         self.initialized[rank] = False
         self.initialized_by_job[rank] = False
 
-    def new_group(self, rank: int, ranks: list[int] | None, timeout: Any) -> Any:
+    def new_group(self, rank: int, ranks: list[int] | None, timeout: Any) -> SimGroup | None:
+        """The group every rank made with these members; None for a rank not among them (its
+        torch.distributed gives it GroupMember.NON_GROUP_MEMBER, rank/dist.py)."""
         members = sorted(ranks) if ranks is not None else list(self.world.ranks)
         bad = [r for r in members if r not in self.world.ranks]
         if bad:
             raise ValueError(f"new_group: ranks {bad} are not in the world of size {len(self.world.ranks)}")
         key = tuple(members)
-        created = self.collective(rank, None, "new_group", key)
+        created: SimGroup = self.collective(rank, None, "new_group", key)
         if rank not in created.ranks:
-            from torch.distributed import GroupMember
-
-            return GroupMember.NON_GROUP_MEMBER
+            return None
         if timeout is not None:
             created.timeout = _seconds(timeout)
         return created

@@ -73,7 +73,7 @@ class DistRequests:
 
     def new_group(self, rank: int, request: schema.DistNewGroup) -> tuple[str, list[int], float] | None:
         created = self.world.new_group(rank, request.ranks, request.timeout)
-        if not isinstance(created, SimGroup):
+        if created is None:
             return None  # not a member: the rank's GroupMember.NON_GROUP_MEMBER
         self._groups[created.name] = created
         return created.name, list(created.ranks), created.timeout

@@ -9,14 +9,8 @@ it started, and the host seals every outbox once all have, before any rank runs
 (F_SEAL_FUTURE_WRITE, Linux 5.1+: no write(2) and no new writable mapping through any descriptor,
 so a peer that reopens its read-only descriptor through /proc/self/fd for writing gets nothing it
 can write with; F_SEAL_GROW and F_SEAL_SHRINK: no truncation under the owner). So an outbox has a
-fixed size, CAPACITY bytes of a sparse file: only what is written takes memory.
-
-A rank keeps two slots per process group and uses them by turns (the parity of the group's call
-count). Reusing a slot is safe: a rank writes collective k's tensors over collective k-2's only
-after collective k-1 of the same group completed, that is after every member arrived there, and
-a member arrives there only after it read collective k-2's tensors (it reads them as soon as the
-host answers it, before its next request). A collective that fails (a timeout, an abort) may
-leave a member that never read: that group's slots are then given up, never written again."""
+fixed size, CAPACITY bytes of a sparse file: only what is written takes memory. How a rank uses
+its own: rank/outbox.py."""
 
 from __future__ import annotations
 
