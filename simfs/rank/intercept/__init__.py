@@ -16,6 +16,7 @@ from . import (
     files,
     hostcalls,
     imports,
+    libraries,
     oslevel,
     procstate,
     selecting,
@@ -38,7 +39,7 @@ def install(*, modules_unchanged: bool = False) -> None:
     with _lock:
         if not _installed:
             for group in (files, procstate, clock, stdlib, threads, signals, selecting, thirdparty, hostcalls, imports,
-                          oslevel):
+                          libraries, oslevel):
                 group.install()
             oslevel.patch_everything_else()
             audit.install()

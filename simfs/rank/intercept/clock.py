@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import BypassError
 from ...tasks.task import Task
-from .registry import current, patch, patch_function
+from .registry import dispatcher, patch, patch_function
 
 if TYPE_CHECKING:
     from ...tasks.kernel import Machine
@@ -140,64 +140,25 @@ def uuid1(task: Task, node: int | None = None, clock_seq: int | None = None) -> 
     return uuid.UUID(fields=fields, version=1)
 
 
-class _RealInstances(type):
-    """isinstance/issubclass against the stand-in class answer as for the real one."""
-
-    __real__: type  # set by each class made with it
-
-    def __instancecheck__(cls, obj: object) -> bool:
-        return isinstance(obj, cls.__real__)
-
-    def __subclasscheck__(cls, sub: type) -> bool:
-        return issubclass(sub, cls.__real__)
+def _datetime_now(task: Task, cls: type[dt.datetime], tz: dt.tzinfo | None = None) -> dt.datetime:
+    return cls.fromtimestamp(_wall(task), tz)
 
 
-_RealDatetime = dt.datetime
-_RealDate = dt.date
+def _datetime_utcnow(task: Task, cls: type[dt.datetime]) -> dt.datetime:
+    return cls.fromtimestamp(_wall(task), dt.timezone.utc).replace(tzinfo=None)
 
 
-class SimDatetime(_RealDatetime, metaclass=_RealInstances):
-    """datetime.datetime whose now()/utcnow()/today() read the simulation clock in a rank."""
+def _patch_classmethod(cls: type, name: str, sim: Callable[..., Any]) -> None:
+    """Replace the classmethod ``cls.name`` on the class itself (datetime.datetime stays the C
+    type that pandas, pyarrow and numpy check); a subclass (pandas' Timestamp) inherits it."""
+    real = cls.__dict__[name]
+    if getattr(getattr(real, "__func__", None), "__simfs_patched__", False):
+        return
 
-    __real__ = _RealDatetime
+    def call_real(owner: type, *args: Any, **kwargs: Any) -> Any:
+        return real.__get__(None, owner)(*args, **kwargs)
 
-    # instances stay real datetimes: __new__ and the constructors return the real class's
-    def __new__(cls, *args: Any, **kwargs: Any) -> dt.datetime:  # type: ignore[misc]
-        return _RealDatetime(*args, **kwargs)
-
-    @classmethod
-    def now(cls, tz: Any = None) -> dt.datetime:  # type: ignore[override]  # a real datetime
-        task = current()
-        if task is None:
-            return _RealDatetime.now(tz)
-        return _RealDatetime.fromtimestamp(_wall(task), tz)
-
-    @classmethod
-    def utcnow(cls) -> dt.datetime:  # type: ignore[override]  # a real datetime
-        task = current()
-        if task is None:
-            return _RealDatetime.now(dt.timezone.utc).replace(tzinfo=None)
-        return _RealDatetime.fromtimestamp(_wall(task), dt.timezone.utc).replace(tzinfo=None)
-
-    @classmethod
-    def today(cls) -> dt.datetime:  # type: ignore[override]  # a real datetime
-        return cls.now()
-
-
-class SimDate(_RealDate, metaclass=_RealInstances):
-    """datetime.date whose today() reads the simulation clock in a rank."""
-
-    __real__ = _RealDate
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> dt.date:  # type: ignore[misc]  # instances stay real dates
-        return _RealDate(*args, **kwargs)
-
-    @classmethod
-    def today(cls) -> dt.date:  # type: ignore[override]  # a real date
-        task = current()
-        if task is None:
-            return _RealDate.today()
-        return _RealDate.fromtimestamp(_wall(task))
+    patch(cls, name, classmethod(dispatcher(call_real, sim)), scan=False)
 
 
 def install() -> None:
@@ -214,5 +175,7 @@ def install() -> None:
     patch_function(os, "times", times)
     patch_function(uuid, "uuid1", uuid1)
     patch_function(uuid, "getnode", node_address)
-    patch(dt, "datetime", SimDatetime)
-    patch(dt, "date", SimDate)
+    # datetime.now/utcnow read the system clock in C; date.today and datetime.today call
+    # time.time(), patched above (CPython's Modules/_datetimemodule.c, date_today)
+    _patch_classmethod(dt.datetime, "now", _datetime_now)
+    _patch_classmethod(dt.datetime, "utcnow", _datetime_utcnow)

@@ -18,6 +18,7 @@ from greenlet import getcurrent
 
 from ...errors import BypassError
 from ...tasks.task import TASKS, Task
+from .immutable import assign
 
 _replacements: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, replacement)
 _originals: dict[tuple[int, str], Any] = {}
@@ -69,7 +70,7 @@ def patch(owner: Any, name: str, replacement: Any, *, scan: bool = True) -> Any:
             replacement.__module__, replacement.__qualname__ = owner.__name__, name
         else:
             replacement.__module__, replacement.__qualname__ = owner.__module__, f"{owner.__qualname__}.{name}"
-    setattr(owner, name, replacement)
+    assign(owner, name, replacement)
     _installed.append((owner, name, replacement))
     _generation[0] += 1
     if scan:
@@ -92,7 +93,7 @@ def unpatch(owners: list[Any], names: list[str]) -> None:
             current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
             if original is None or current is original:
                 continue
-            setattr(owner, name, original)
+            assign(owner, name, original)
             restored.add(id(current))
             _replacements.pop(id(original), None)
             for namespace, key in _placed.pop(id(current), []):
@@ -114,7 +115,7 @@ def verify() -> None:
     for owner, name, replacement in _installed:
         current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
         if current is not replacement:
-            setattr(owner, name, replacement)
+            assign(owner, name, replacement)
 
 
 Lookup = tuple[Callable[..., Any], list[Any], list[str], list[Any]]  # (get, namespaces, names, replacements)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...tasks.task import Task
+from . import tensorfiles
 from .registry import current, patch, patch_function, refusal
 
 
@@ -95,29 +96,6 @@ def _install_torch() -> None:
     torchnative.install()
 
 
-def _install_safetensors() -> None:
-    """safetensors opens paths in Rust: inside a rank, files go through simulated Python files
-    (save_file writes save()'s bytes, load_file loads load()'s); safe_open maps the file and is
-    refused."""
-    import safetensors
-    import safetensors.torch as st_torch
-
-    def save_file(task: Task, tensors: Any, filename: Any, metadata: Any = None) -> None:
-        data = st_torch.save(tensors, metadata=metadata)
-        with open(filename, "wb") as f:
-            f.write(data)
-
-    def load_file(task: Task, filename: Any, device: Any = "cpu") -> Any:
-        with open(filename, "rb") as f:
-            tensors = st_torch.load(f.read())
-        return {k: v.to(device) for k, v in tensors.items()} if device != "cpu" else tensors
-
-    patch_function(st_torch, "save_file", save_file)
-    patch_function(st_torch, "load_file", load_file)
-    patch_function(safetensors, "safe_open", refusal("safetensors.safe_open", "it maps the file in Rust",
-                                                     "load with safetensors.torch.load(open(path, 'rb').read())"))
-
-
 def _install_filelock(name: str) -> None:
     """filelock 4.x breaks a stale SoftFileLock (and replaces a FileLock's unfinished marker) with
     renameat2(RENAME_EXCHANGE) through ctypes, looked up by ``_rename_call`` in whichever module a
@@ -140,7 +118,7 @@ def _install_filelock(name: str) -> None:
 
 
 _INSTALLERS: dict[str, Callable[[], None]] = {"numpy": _install_numpy, "torch": _install_torch,
-                                              "safetensors.torch": _install_safetensors}
+                                              "safetensors": tensorfiles.install}
 # packages whose every module is looked at once imported (the installer gets the module's name)
 _PACKAGE_INSTALLERS: dict[str, Callable[[str], None]] = {"filelock": _install_filelock}
 _done: set[str] = set()
