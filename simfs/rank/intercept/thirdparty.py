@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...tasks.task import Task
-from . import tensorfiles
+from . import arrow, tensorfiles
 from .registry import current, patch, patch_function, refusal
 
 
@@ -118,7 +118,8 @@ def _install_filelock(name: str) -> None:
 
 
 _INSTALLERS: dict[str, Callable[[], None]] = {"numpy": _install_numpy, "torch": _install_torch,
-                                              "safetensors": tensorfiles.install}
+                                              "safetensors": tensorfiles.install, "pyarrow": arrow.install_io,
+                                              "pyarrow.fs": arrow.install_filesystems}
 # packages whose every module is looked at once imported (the installer gets the module's name)
 _PACKAGE_INSTALLERS: dict[str, Callable[[str], None]] = {"filelock": _install_filelock}
 _done: set[str] = set()

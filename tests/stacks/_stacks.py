@@ -1,0 +1,35 @@
+"""What the stack tests share: the cluster every stack runs on (2 nodes x 2 ranks, rank processes
+with torch's real c10d, the defaults), a check that a library is installed (the ``stacks`` extra),
+and who wrote what, read from a run's trace."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+from typing import Any
+
+import simfs
+from conftest import missing
+
+PROFILES = ("nfs", "local")
+
+
+def needs(*libraries: str) -> None:
+    """Skip (fail under SIMFS_REQUIRE=stacks) unless every one of ``libraries`` is installed."""
+    absent = [name for name in libraries if importlib.util.find_spec(name) is None]
+    if absent:
+        missing("stacks", f"{', '.join(absent)} not installed (pip install -e '.[stacks]', after the CPU torch)")
+
+
+def cluster(profile: str) -> simfs.Cluster:
+    return simfs.Cluster(nodes=2, ranks_per_node=2, profile=profile)
+
+
+def ok(result: simfs.Result) -> dict[int, Any]:
+    assert result.ok, result.summary() + "\n" + "\n".join(result.tracebacks.values())
+    return result.returns
+
+
+def writers(result: simfs.Result, pattern: str) -> set[int]:
+    """The ranks that wrote to a file whose path matches the glob ``pattern``."""
+    return {event.rank for event in result.trace if event.op == "write" and fnmatch.fnmatch(event.path, pattern)}
