@@ -208,6 +208,13 @@ class Cluster:
             raise ConfigError("Cluster.stay_down: nothing crashed since the last run; the cluster is not down")
         self.fs.clock.now = max(self.fs.clock.now, until)
 
+    def idle(self, seconds: float) -> None:
+        """Let ``seconds`` of virtual time pass before the next run, the cluster doing nothing (a
+        job resubmitted to a queue starts minutes after the last one ended): the nodes keep their
+        caches, which expire meanwhile as they would."""
+        self._check_state_here("idle")
+        self.fs.clock.now += checks.seconds("Cluster.idle", "seconds", seconds)
+
     # -- running ----------------------------------------------------------------------------------
     def run(self, job: Callable[..., Any], *args: Any, faults: Iterable[Fault] | None = None,
             choices: Any = None, **kwargs: Any) -> Result:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 PACKAGES = {"simfs", "coord", "checkpoint", "scenarios"}
 # each scanned flat: .ci/deps holds filelock 3.x sources, not code of this project
-SCANNED = ("tests", "benchmarks", ".ci")
+SCANNED = ("tests", "tests/stacks", "benchmarks", ".ci")
 
 
 def _normalize(name: str) -> str:
@@ -55,7 +55,8 @@ def third_party_imports() -> dict[str, set[str]]:
     found: dict[str, set[str]] = defaultdict(set)
     for folder in SCANNED:
         files = sorted((ROOT / folder).glob("*.py"))
-        local = {f.stem for f in files} | {folder}  # helpers imported by bare name; `from tests import ...`
+        # helpers imported by bare name (tests/stacks/ also imports tests/conftest.py); `from tests import ...`
+        local = {f.stem for f in files} | {folder, "conftest"}
         for file in files:
             for node in ast.walk(ast.parse(file.read_text(), str(file))):
                 if isinstance(node, ast.Import):

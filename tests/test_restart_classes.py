@@ -269,6 +269,28 @@ def test_a_cluster_that_stays_down_restarts_the_job_restart_gap_after_it_comes_b
     assert started - at_once.run(_started).returns[0] == pytest.approx(1000.0)
 
 
+def _looks_for_the_flag(make: bool) -> bool:
+    if make and os.environ["RANK"] == "0":
+        time.sleep(1.0)  # after node 1 looked (and cached "not found")
+        with open("/shared/flag", "w"):
+            pass
+    return os.path.exists("/shared/flag")
+
+
+def test_an_idle_cluster_lets_the_nodes_caches_expire_before_the_next_job() -> None:
+    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=1, **MODEL)  # type: ignore[arg-type]
+    assert cluster.run(_looks_for_the_flag, True).returns == {0: True, 1: False}
+    # the next job at once: node 1's lookup cache still says "not found" (acdirmin, nfs(5))
+    assert cluster.run(_looks_for_the_flag, False).returns == {0: True, 1: False}
+    for bad in (-1.0, float("nan"), "soon"):
+        with pytest.raises(ConfigError, match="seconds"):
+            cluster.idle(bad)  # type: ignore[arg-type]
+    before = cluster.run(_started).returns[0]
+    cluster.idle(120.0)
+    assert cluster.run(_looks_for_the_flag, False).returns == {0: True, 1: True}
+    assert cluster.run(_started).returns[0] - before > 120.0
+
+
 def test_a_restarted_job_s_node_booted_at_the_crash() -> None:
     cluster = simfs.Cluster(nodes=1, ranks_per_node=1, profile="nfs", seed=1, **MODEL)  # type: ignore[arg-type]
     cluster.run(_creates_after_losing, 3)

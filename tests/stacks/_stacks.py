@@ -12,6 +12,10 @@ import simfs
 from conftest import missing
 
 PROFILES = ("nfs", "local")
+# how long after a job ends its resubmission starts (Cluster.idle): longer than NFS's attribute and
+# lookup caches live (acdirmax 60 s, nfs(5)), as a job that waits in a queue; a job resumed at once
+# is the stacks family's scenario (a node may not see the checkpoint yet)
+RESUBMITTED = 120.0
 
 
 def needs(*libraries: str) -> None:

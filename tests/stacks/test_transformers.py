@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from _stacks import PROFILES, cluster, needs, ok, writers
+from _stacks import PROFILES, RESUBMITTED, cluster, needs, ok, writers
 
 STEPS = 6
 
@@ -64,6 +64,7 @@ def test_the_trainer_rotates_its_checkpoints_and_resumes_on_the_loss_curve_of_an
     restarted = cluster(profile)
     stopped = ok(restarted.run(train_job, "/shared/out", STEPS - 2))
     assert stopped[0]["kept"] == ["checkpoint-2", "checkpoint-4"]
+    restarted.idle(RESUBMITTED)
     resumed = ok(restarted.run(train_job, "/shared/out", 0, True))
     for rank in range(4):
         assert resumed[rank]["losses"] == pytest.approx(uninterrupted[rank]["losses"], rel=1e-5)

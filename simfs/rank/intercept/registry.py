@@ -5,6 +5,7 @@ find references to the originals that other modules imported by name."""
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 import os
 import posix
@@ -156,6 +157,19 @@ def dispatcher(real: Callable[..., Any], sim: Callable[..., Any]) -> Callable[..
 
     patched.__simfs_patched__ = True  # type: ignore[attr-defined]
     return patched
+
+
+def bind_as(real: Callable[..., Any]) -> Callable[..., inspect.BoundArguments]:
+    """What binds a call's arguments as ``real``'s own signature does, defaults applied: a stand-in
+    for a library's entry point takes whatever the installed release takes (a keyword a later
+    release adds passes through; a wrong one raises TypeError, as the real call would)."""
+    signature = inspect.signature(real)
+
+    def bind(*args: Any, **kwargs: Any) -> inspect.BoundArguments:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound
+    return bind
 
 
 def refusal(call: str, why: str, instead: str = "") -> Callable[..., Any]:

@@ -8,14 +8,13 @@ what the installed release accepts (its own signature decides), so a new keyword
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import os
 import struct
 from typing import Any
 
 from ...tasks.task import Task
-from .registry import patch_function
+from .registry import bind_as, patch_function
 
 _HEADER_SIZE = struct.Struct("<Q")  # the file opens with its JSON header's length (safetensors' format)
 
@@ -91,18 +90,17 @@ def _load(data: bytes, framework: str) -> dict[str, Any]:
 def install() -> None:
     import safetensors
 
-    real_open, real_serialize_file = safetensors.safe_open, safetensors.serialize_file
-    opening = inspect.signature(real_open)
-    serializing = inspect.signature(real_serialize_file)
+    bind_open, bind_serialize_file = bind_as(safetensors.safe_open), bind_as(safetensors.serialize_file)
 
     def safe_open(task: Task, *args: Any, **kwargs: Any) -> SimulatedSafeOpen:
-        bound = opening.bind(*args, **kwargs)
-        with open(os.fspath(bound.arguments["filename"]), "rb") as f:
+        arguments = bind_open(*args, **kwargs).arguments
+        with open(os.fspath(arguments["filename"]), "rb") as f:
             data = f.read()
-        return SimulatedSafeOpen(data, bound.arguments["framework"], bound.arguments.get("device", "cpu"))
+        device = arguments["device"]
+        return SimulatedSafeOpen(data, arguments["framework"], "cpu" if device is Ellipsis else device)
 
     def serialize_file(task: Task, *args: Any, **kwargs: Any) -> None:
-        arguments = dict(serializing.bind(*args, **kwargs).arguments)
+        arguments = dict(bind_serialize_file(*args, **kwargs).arguments)
         filename = arguments.pop("filename")
         data = safetensors.serialize(**arguments)
         with open(os.fspath(filename), "wb") as f:

@@ -1,0 +1,152 @@
+"""What the training stacks call inside a rank, beyond torch.distributed: datetime keeps its C
+types (pandas, pyarrow and numpy check them) with virtual now(); ctypes.util.find_library answers as
+on the host; safetensors and pyarrow act on simulated paths with their installed signatures."""
+
+from __future__ import annotations
+
+import ctypes.util
+import datetime
+import os
+from typing import Any
+
+import pytest
+
+import simfs
+from simfs.errors import BypassError
+
+
+def _one(profile: str = "nfs") -> simfs.Cluster:
+    return simfs.Cluster(nodes=1, ranks_per_node=1, profile=profile)
+
+
+def _returns(job: Any, *args: Any) -> Any:
+    result = _one().run(job, *args)
+    assert result.ok, result.summary() + "\n".join(result.tracebacks.values())
+    return result.returns[0]
+
+
+def _clocks() -> dict[str, Any]:
+    import time
+
+    class Stamp(datetime.datetime):
+        pass
+
+    return {"class": datetime.datetime is datetime.datetime.now().__class__,
+            "module": (datetime.datetime.__module__, datetime.date.__module__),
+            "subclass": type(Stamp.now()).__name__, "now": datetime.datetime.now().timestamp(),
+            "utcnow": datetime.datetime.utcnow().replace(tzinfo=datetime.timezone.utc).timestamp(),
+            "today": datetime.date.today().isoformat(), "time": time.time()}
+
+
+def test_datetime_keeps_its_c_types_and_reads_the_virtual_clock() -> None:
+    seen = _returns(_clocks)
+    assert seen["class"] and seen["module"] == ("datetime", "datetime")
+    assert seen["subclass"] == "Stamp"  # a subclass's now() makes the subclass, as the real one does
+    assert abs(seen["now"] - seen["time"]) < 1 and abs(seen["utcnow"] - seen["time"]) < 1
+    assert seen["today"] == datetime.date.fromtimestamp(seen["time"]).isoformat()
+    assert abs(datetime.datetime.now().timestamp() - seen["time"]) > 3600  # virtual, not the host's clock
+    assert type(datetime.datetime.now()) is datetime.datetime  # the host's own after the run
+
+
+def _pandas_now() -> tuple[float, float, str]:
+    import time
+
+    import pandas
+
+    return pandas.Timestamp.now().timestamp(), time.time(), type(pandas.Timestamp.now()).__name__
+
+
+def test_pandas_imports_in_a_rank_and_its_timestamps_read_the_virtual_clock() -> None:
+    pytest.importorskip("pandas")
+    stamp, now, kind = _returns(_pandas_now)
+    assert kind == "Timestamp" and abs(stamp - now) < 1
+
+
+def _find(name: str) -> str | None:
+    return ctypes.util.find_library(name)
+
+
+def test_find_library_answers_in_a_rank_as_on_the_host() -> None:
+    for name in ("c", "pthread", "m", "no-such-library-here"):
+        assert _returns(_find, name) == ctypes.util.find_library(name)
+
+
+def _safetensors_roundtrip(path: str) -> dict[str, Any]:
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    save_file({"b": torch.arange(6.0).reshape(2, 3), "a": torch.ones(2)}, path, metadata={"step": "7"})
+    loaded = load_file(path, device="cpu")
+    with safe_open(path, framework="pt") as f:
+        opened = {"keys": f.keys(), "metadata": f.metadata(), "slice": f.get_slice("b")[:, 1].tolist(),
+                  "shape": f.get_slice("b").get_shape(), "dtype": f.get_slice("b").get_dtype()}
+    try:
+        safe_open(path, framework="pt", no_such_keyword=True)
+    except TypeError as exc:
+        opened["wrong keyword"] = str(exc)
+    return {"loaded": {k: v.tolist() for k, v in loaded.items()}, **opened}
+
+
+def test_safetensors_saves_and_opens_simulated_files_with_the_installed_signature() -> None:
+    pytest.importorskip("safetensors")
+    seen = _returns(_safetensors_roundtrip, "/shared/t.safetensors")
+    assert seen["loaded"] == {"a": [1.0, 1.0], "b": [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]}
+    assert seen["keys"] == ["a", "b"] and seen["metadata"] == {"step": "7"}
+    assert seen["slice"] == [1.0, 4.0] and seen["shape"] == [2, 3] and seen["dtype"] == "F32"
+    assert "no_such_keyword" in seen["wrong keyword"]
+    assert not os.path.exists("/shared/t.safetensors")
+
+
+def _safetensors_backend(path: str) -> list[float]:
+    """0.8's ``backend`` keyword, which simfs's earlier stand-in refused."""
+    import inspect
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    save_file({"x": torch.ones(3)}, path)
+    if "backend" not in inspect.signature(load_file).parameters:
+        return load_file(path)["x"].tolist()
+    return load_file(path, backend="pread")["x"].tolist()
+
+
+def test_safetensors_load_file_takes_the_installed_release_s_keywords() -> None:
+    pytest.importorskip("safetensors")
+    assert _returns(_safetensors_backend, "/shared/x.safetensors") == [1.0, 1.0, 1.0]
+
+
+def _arrow(root: str) -> dict[str, Any]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    os.makedirs(root)
+    table = pa.table({"n": list(range(5))})
+    pq.write_table(table, f"{root}/t.parquet")
+    with pa.output_stream(f"{root}/s.arrow.gz") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    with pa.input_stream(f"{root}/s.arrow.gz") as source:
+        streamed = pa.ipc.open_stream(source).read_all()
+    with open(f"{root}/s.arrow.gz", "rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+    with pa.OSFile(f"{root}/f.arrow", "w") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    mapped = pa.ipc.open_file(pa.memory_map(f"{root}/f.arrow")).read_all()
+    refused = ""
+    try:
+        pa.memory_map(f"{root}/f.arrow", "r+")
+    except BypassError as exc:
+        refused = str(exc)
+    return {"parquet": pq.read_table(f"{root}/t.parquet")["n"].to_pylist(), "gzipped": gzipped,
+            "streamed": streamed["n"].to_pylist(), "mapped": mapped["n"].to_pylist(), "refused": refused,
+            "listed": sorted(os.listdir(root))}
+
+
+def test_pyarrow_reads_and_writes_simulated_paths() -> None:
+    pytest.importorskip("pyarrow")
+    seen = _returns(_arrow, "/shared/arrow")
+    assert seen["parquet"] == seen["streamed"] == seen["mapped"] == [0, 1, 2, 3, 4]
+    assert seen["gzipped"]  # the extension's compression, as pyarrow detects it for a path
+    assert "pyarrow.memory_map(mode='r+')" in seen["refused"]
+    assert seen["listed"] == ["f.arrow", "s.arrow.gz", "t.parquet"]
+    assert not os.path.exists("/shared/arrow")
