@@ -966,11 +966,11 @@ def test_torch_files_visible_across_nodes_after_close() -> None:
     assert result.returns == {0: expected, 1: expected}
 
 
-def test_mmap_and_subprocess_refused_by_name() -> None:
+def test_a_private_map_loads_and_a_shared_map_and_subprocess_are_refused_by_name() -> None:
     def job() -> list:
         torch.save(torch.ones(3), "/shared/t.pt")
-        out = []
-        for fn in (lambda: torch.load("/shared/t.pt", mmap=True),
+        out: list = [torch.load("/shared/t.pt", mmap=True).tolist()]
+        for fn in (lambda: torch.from_file("/shared/t.pt", shared=True, size=3),
                    lambda: __import__("subprocess").run(["true"]),
                    lambda: os.system("true")):
             try:
@@ -982,9 +982,9 @@ def test_mmap_and_subprocess_refused_by_name() -> None:
 
     result = simfs.Cluster(profile="local").run(job)
     assert result.ok, result.summary()
-    calls = result.returns[0]
-    assert "no error" not in calls
-    assert calls[1] == "subprocess.Popen" and calls[2] == "os.system"
+    loaded, *calls = result.returns[0]
+    assert loaded == [1.0, 1.0, 1.0]  # torch.load(mmap=True) maps privately: a copy of the simulated file
+    assert calls == ["torch.from_file(shared=True)", "subprocess.Popen", "os.system"]
 
 
 def test_python_installation_readable_and_read_only() -> None:

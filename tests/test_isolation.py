@@ -515,6 +515,11 @@ def _mmap_simulated_file(c: Ctx) -> bytes:
             m.close()
 
 
+def _mmap_simulated_file_read_only(c: Ctx) -> bytes:
+    with open(c.p("keep.txt"), "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        return m[:3]
+
+
 def _lower_nofile(c: Ctx) -> bool:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))
@@ -748,6 +753,7 @@ DESCRIPTORS = [
     A("mmap class from before simfs, on a host fd", _original_mmap_on_host_fd, "mmap", expect=REFUSE_ONLY,
       errnos=EBADF),
     A("mmap.mmap of a simulated file", _mmap_simulated_file, "mmap", expect=b"sim"),
+    A("mmap.mmap of a simulated file, read-only", _mmap_simulated_file_read_only, expect=b"sim"),
 ]
 
 SIGNALS = [

@@ -150,3 +150,48 @@ def test_pyarrow_reads_and_writes_simulated_paths() -> None:
     assert "pyarrow.memory_map(mode='r+')" in seen["refused"]
     assert seen["listed"] == ["f.arrow", "s.arrow.gz", "t.parquet"]
     assert not os.path.exists("/shared/arrow")
+
+
+def _maps(root: str) -> dict[str, Any]:
+    import mmap
+
+    import numpy as np
+    import torch
+
+    os.makedirs(root)
+    np.save(f"{root}/a.npy", np.arange(4))
+    copied = np.load(f"{root}/a.npy", mmap_mode="c")
+    copied[0] = 99  # a private map: the file keeps its 0
+    seen: dict[str, Any] = {"r": np.load(f"{root}/a.npy", mmap_mode="r").tolist(), "c": copied.tolist(),
+                            "after c": np.load(f"{root}/a.npy").tolist()}
+    with open(f"{root}/b.bin", "wb") as f:
+        f.write(b"0123456789")
+    with open(f"{root}/b.bin", "rb") as f, mmap.mmap(f.fileno(), 4, access=mmap.ACCESS_READ, offset=0) as m:
+        seen["mapped"] = m[:]
+        try:
+            m[0:1] = b"X"
+        except TypeError as exc:
+            seen["read-only"] = str(exc)
+    try:
+        np.memmap(f"{root}/b.bin", dtype="uint8", mode="r+")
+    except BypassError as exc:
+        seen["shared"] = exc.call
+    torch.save({"w": torch.arange(3.0)}, f"{root}/t.pt")
+    seen["torch"] = torch.load(f"{root}/t.pt", mmap=True)["w"].tolist()
+    source, target = os.open(f"{root}/b.bin", os.O_RDONLY), os.open(f"{root}/c.bin", os.O_WRONLY | os.O_CREAT)
+    seen["sent"] = os.sendfile(target, source, 2, 5), os.lseek(source, 0, os.SEEK_CUR)
+    os.close(source)
+    os.close(target)
+    with open(f"{root}/c.bin", "rb") as f:
+        seen["copy"] = f.read()
+    return seen
+
+
+def test_private_maps_of_simulated_files_copy_them_and_shared_writable_maps_are_refused() -> None:
+    seen = _returns(_maps, "/shared/maps")
+    assert seen["r"] == [0, 1, 2, 3] and seen["c"] == [99, 1, 2, 3] and seen["after c"] == [0, 1, 2, 3]
+    assert seen["mapped"] == b"0123" and seen["read-only"] == "mmap can't modify a readonly memory map."
+    assert seen["shared"] == "mmap.mmap(shared, writable)"
+    assert seen["torch"] == [0.0, 1.0, 2.0]
+    assert seen["sent"] == (5, 0) and seen["copy"] == b"23456"  # from the offset, the position unmoved
+    assert not os.path.exists("/shared/maps")

@@ -17,6 +17,7 @@ from . import (
     hostcalls,
     imports,
     libraries,
+    mapping,
     oslevel,
     procstate,
     selecting,
@@ -39,7 +40,7 @@ def install(*, modules_unchanged: bool = False) -> None:
     with _lock:
         if not _installed:
             for group in (files, procstate, clock, stdlib, threads, signals, selecting, thirdparty, hostcalls, imports,
-                          libraries, oslevel):
+                          libraries, mapping, oslevel):
                 group.install()
             oslevel.patch_everything_else()
             audit.install()

@@ -1,5 +1,5 @@
 """Standard-library pieces that reach the real machine underneath os: shutil's fast paths,
-fcntl locks, mmap, subprocess and _posixsubprocess, ctypes' memory functions, faulthandler,
+fcntl locks, subprocess and _posixsubprocess, ctypes' memory functions, faulthandler,
 importlib.reload, logging handlers that hold real files, and gc.freeze/unfreeze (which act on
 the host's objects)."""
 
@@ -12,7 +12,6 @@ import fcntl
 import gc
 import importlib
 import logging
-import mmap
 import multiprocessing.process
 import os
 import shutil
@@ -106,18 +105,6 @@ def _ioctl(task: Task, fd: Any, *args: Any) -> Any:
     if _descriptor(fd) < FD_BASE:
         return original(fcntl, "ioctl")(fd, *args)
     raise BypassError("fcntl.ioctl", "ioctls on simulated files are not simulated")
-
-
-class _Mmap(mmap.mmap):
-    """mmap.mmap refuses inside a rank: mapped memory is outside the simulation."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        from .registry import current
-
-        if current() is not None:
-            raise BypassError("mmap.mmap", "memory-mapped I/O bypasses Python's file calls",
-                              "read the file through open() instead (e.g. torch.load(..., mmap=False))")
-        return super().__new__(cls, *args, **kwargs)
 
 
 def _popen_init(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
@@ -250,5 +237,4 @@ def install() -> None:
     patch_function(fcntl, "lockf", _lockf)
     patch_function(fcntl, "fcntl", _fcntl)
     patch_function(fcntl, "ioctl", _ioctl)
-    patch(mmap, "mmap", _Mmap)
     patch(subprocess.Popen, "__init__", _popen_init, scan=False)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...tasks.task import Task
-from . import arrow, tensorfiles
+from . import arrow, mapping, tensorfiles
 from .registry import current, patch, patch_function, refusal
 
 
@@ -77,19 +77,16 @@ def _install_torch() -> None:
         sim = _atomic(getattr(ser, name))
         patch_function(ser, name, sim)
         patch_function(torch, name, sim)
-    refuse = refusal("torch.UntypedStorage.from_file", "torch maps the file in C++",
-                     "load with torch.load(f, mmap=False)")
-    patch_function(torch, "from_file", refusal("torch.from_file", "torch maps the file in C++",
-                                               "read it with open() and torch.frombuffer"))
     real_from_file = torch.UntypedStorage.from_file
 
     def from_file(*args: Any, **kwargs: Any) -> Any:
         task = current()
-        if task is not None:
-            return refuse(task)
-        return real_from_file(*args, **kwargs)
+        if task is None:
+            return real_from_file(*args, **kwargs)
+        return mapping.storage_from_file(*args, **kwargs)
 
     patch(torch.UntypedStorage, "from_file", staticmethod(from_file), scan=False)
+    patch_function(torch, "from_file", lambda task, *args, **kwargs: mapping.tensor_from_file(*args, **kwargs))
     from . import torchdist, torchnative
 
     torchdist.install()
