@@ -8,8 +8,9 @@ import fnmatch
 import importlib.util
 from typing import Any
 
-import simfs
 from conftest import missing
+
+import simfs
 
 PROFILES = ("nfs", "local")
 # how long after a job ends its resubmission starts (Cluster.idle): longer than NFS's attribute and

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from _stacks import PROFILES, cluster, needs, ok, writers
 
 

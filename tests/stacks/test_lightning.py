@@ -8,7 +8,6 @@ import os
 from typing import Any
 
 import pytest
-
 from _stacks import PROFILES, RESUBMITTED, cluster, needs, ok, writers
 
 
