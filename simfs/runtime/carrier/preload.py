@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 
 from ... import _real
@@ -35,7 +36,11 @@ def preload() -> None:
             continue  # its package is not installed, or blocked (sys.modules[name] = None)
         if name not in sys.modules and importlib.util.find_spec(name) is not None:
             with kept():
-                if confined_here():  # it may make no directory: torch._dynamo's cache names one that exists
+                if confined_here():
+                    # it may make no directory: torch._dynamo's cache names one that exists; and it may
+                    # write no file, which tempfile.gettempdir() tries in each candidate (dill, which
+                    # torch.utils.data imports where it is installed, asks at import): the one named
+                    tempfile.tempdir = tempfile.tempdir or _named_tempdir()
                     os.environ.setdefault(CACHE_DIR, "/")
                 importlib.import_module(name)
     if "torch.distributed" in sys.modules:  # what a rank process running c10d sets up (simfs/rank/c10d)
@@ -45,13 +50,14 @@ def preload() -> None:
 
 @contextlib.contextmanager
 def kept() -> Iterator[None]:
-    """Run the block (an import); then put os.environ back as it was, and remove each empty
-    directory a variable the block set names, when the block made it."""
-    environ = dict(os.environ)
+    """Run the block (an import); then put os.environ and tempfile.tempdir back as they were, and
+    remove each empty directory a variable the block set names, when the block made it."""
+    environ, tempdir = dict(os.environ), tempfile.tempdir
     started = _real.time_time()
     try:
         yield
     finally:
+        tempfile.tempdir = tempdir
         changed = {key: value for key, value in os.environ.items() if environ.get(key) != value}
         for key in changed:
             if key in environ:
@@ -60,6 +66,15 @@ def kept() -> Iterator[None]:
                 del os.environ[key]
         for value in changed.values():
             _remove_if_made(value, started)
+
+
+def _named_tempdir() -> str:
+    """The temporary directory the environment names (tempfile's candidates in its order), without
+    tempfile's test of writing a file there."""
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        if os.environ.get(name):
+            return os.environ[name]
+    return "/tmp"
 
 
 def _remove_if_made(path: str, since: float) -> None:
