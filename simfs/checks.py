@@ -63,3 +63,22 @@ def absolute_path(where: str, name: str, value: Any) -> str:
             or posixpath.normpath(value) != value or value.startswith("//")):
         raise invalid(where, name, "an absolute normalized path such as '/shared/run'", value)
     return value
+
+
+def module_names(where: str, name: str, value: Any) -> tuple[str, ...]:
+    """Names of installed modules (``("transformers", "lightning.pytorch")``), in order, once each."""
+    import importlib.util
+
+    if isinstance(value, str) or not hasattr(value, "__iter__"):
+        raise invalid(where, name, "a list of module names such as ['transformers']", value)
+    names = tuple(dict.fromkeys(value))
+    for module in names:
+        if not isinstance(module, str) or not all(part.isidentifier() for part in module.split(".")):
+            raise invalid(where, f"{name} entry", "a module name such as 'transformers'", module)
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # its package is missing, or not a package
+            found = False
+        if not found:
+            raise invalid(where, f"{name} entry", "an installed module", module)
+    return names

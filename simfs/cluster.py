@@ -66,7 +66,10 @@ class Cluster:
     on simulated process groups and stores (simfs/rank/c10d); "patched" (greenlet ranks' only choice)
     replaces torch.distributed's Python functions with simfs's stand-ins. ``rank_memory``: bytes of
     private memory each rank process may take (RLIMIT_DATA: heap and anonymous mappings); a rank
-    that runs out ends with ``simfs.RankOutOfMemory``. None: no limit but the machine's.
+    that runs out ends with ``simfs.RankOutOfMemory``. None: no limit but the machine's. ``preload``:
+    modules every rank process starts with (``("transformers",)``), imported once in the process that
+    forks them, as numpy and torch always are, instead of by each rank of each run; their import-time
+    code then runs there, outside the simulation (what it reads of the machine is the host's).
     """
 
     def __init__(self, nodes: int = 1, ranks_per_node: int = 1, profile: str | Profile = "nfs", seed: int = 0,
@@ -76,7 +79,8 @@ class Cluster:
                  collective_bandwidth: float = 1e10, dist_initialized: bool = True,
                  env: dict[str, str] | None = None, time_limit: float = 30 * 86400.0,
                  restart_gap: float = RESTART_GAP, carrier: str = carriers.DEFAULT, isolate: bool = True,
-                 torch_distributed: str | None = None, rank_memory: int | None = None) -> None:
+                 torch_distributed: str | None = None, rank_memory: int | None = None,
+                 preload: Iterable[str] = ()) -> None:
         checks.count(_WHERE, "nodes", nodes, 1, checks.MAX_NODES)
         checks.count(_WHERE, "ranks_per_node", ranks_per_node, 1, checks.MAX_RANKS)
         if nodes * ranks_per_node > checks.MAX_RANKS:
@@ -95,6 +99,10 @@ class Cluster:
                           torch_distributed)
         if rank_memory is not None and carrier != "process":
             raise ConfigError("simfs.Cluster: rank_memory needs carrier='process': greenlet ranks share one process")
+        preloaded = checks.module_names(_WHERE, "preload", preload)
+        if preloaded and carrier != "process":
+            raise ConfigError("simfs.Cluster: preload needs carrier='process': greenlet ranks share the modules of "
+                              "one process, which imports each once already")
         if torch_distributed == "c10d" and carrier != "process":
             raise ConfigError("simfs.Cluster: torch_distributed='c10d' needs carrier='process': c10d, autograd and "
                               "pybind11 keep per-thread C++ state that greenlet ranks of one thread would share")
@@ -113,6 +121,7 @@ class Cluster:
             dist_initialized=dist_initialized, carrier=carrier, torch_distributed=torch_distributed,
             rank_memory=None if rank_memory is None else checks.count(_WHERE, "rank_memory", rank_memory, 64 << 20,
                                                                       1 << 50),
+            preload=preloaded,
         )
         self.restart_gap = checks.seconds(_WHERE, "restart_gap", restart_gap)
         self.faults = self._check_faults(faults)
@@ -295,7 +304,7 @@ class Cluster:
                 "local": profile_spec(self.local_profile), "seed": s.seed, "cwd": s.cwd,
                 "timeout": s.collective_timeout, "latency": s.collective_latency,
                 "bandwidth": s.collective_bandwidth, "dist": s.dist_initialized, "hash": hash_seed(),
-                "carrier": s.carrier, "torch_distributed": s.torch_distributed,
+                "carrier": s.carrier, "torch_distributed": s.torch_distributed, "preload": list(s.preload),
             }
         return self._spec
 
@@ -309,6 +318,7 @@ def cluster_from_spec(spec: dict[str, Any]) -> Cluster:
         collective_timeout=spec["timeout"], collective_latency=spec["latency"],
         collective_bandwidth=spec["bandwidth"], dist_initialized=spec["dist"],
         carrier=spec.get("carrier", carriers.BEFORE_CARRIERS), torch_distributed=spec.get("torch_distributed"),
+        preload=spec.get("preload", ()),
     )
 
 

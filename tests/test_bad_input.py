@@ -542,3 +542,18 @@ def test_a_ranks_memory_limit_is_checked(kwargs: dict, match: str) -> None:
     with pytest.raises(simfs.ConfigError, match=match):
         simfs.Cluster(**kwargs)
     assert simfs.Cluster().settings.torch_distributed == "c10d"
+
+
+@pytest.mark.parametrize(("preload", "match"), [
+    ("json", r"preload must be a list of module names"),
+    (["json", 3], r"preload entry must be a module name.*got 3"),
+    (["no_such_module_here"], r"preload entry must be an installed module.*no_such_module_here"),
+    (["json.no_such_submodule"], r"preload entry must be an installed module"),
+    (["no_such_package.sub"], r"preload entry must be an installed module"),
+])
+def test_preloaded_modules_are_checked(preload: object, match: str) -> None:
+    with pytest.raises(simfs.ConfigError, match=match):
+        simfs.Cluster(preload=preload)  # type: ignore[arg-type]
+    with pytest.raises(simfs.ConfigError, match=r"preload needs carrier='process'"):
+        simfs.Cluster(carrier="greenlet", preload=["json"])
+    assert simfs.Cluster(preload=["json", "json"]).settings.preload == ("json",)

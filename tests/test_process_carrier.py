@@ -420,3 +420,45 @@ def test_a_wait_on_a_thread_of_any_name_crosses() -> None:
     UTF-8); the request carried it as a bounded name, and the host refused it as forged."""
     result = simfs.Cluster(1, 1).run(_joins_a_thread_of_a_long_odd_name)
     assert result.ok and result.returns[0] == "worker-", result.summary()
+
+
+def _imported_at() -> float:
+    import _preloaded
+
+    return _preloaded.IMPORTED_AT
+
+
+def test_a_preloaded_module_is_imported_once_before_the_ranks_start() -> None:
+    sys.modules.pop("_preloaded", None)
+    try:
+        alone = simfs.Cluster(nodes=1, ranks_per_node=2).run(_imported_at)
+        assert alone.ok and abs(alone.returns[0] - time.time()) > 3600  # each rank imported it, in virtual time
+        preloaded = simfs.Cluster(nodes=1, ranks_per_node=2, preload=["_preloaded"]).run(_imported_at)
+        assert preloaded.ok, preloaded.summary()
+        assert preloaded.returns[0] == preloaded.returns[1] == sys.modules["_preloaded"].IMPORTED_AT
+        assert abs(preloaded.returns[0] - time.time()) < 600  # by the host, on its real clock
+    finally:
+        sys.modules.pop("_preloaded", None)
+
+
+def _logs_a_warning() -> bool:
+    import logging
+
+    logging.getLogger("simfs-test-library").warning("a warning from the rank")
+    return True
+
+
+def test_a_log_handler_made_on_the_hosts_console_writes_to_the_ranks(capfd: pytest.CaptureFixture[str]) -> None:
+    """A library adds its handler on sys.stderr at import (transformers does): imported before the
+    ranks start (Cluster's preload), each rank's records reach its own console, as under torchrun."""
+    import logging
+
+    logger = logging.getLogger("simfs-test-library")
+    handler = logging.StreamHandler(sys.stderr)  # pytest's capture of the host's console
+    logger.addHandler(handler)
+    try:
+        result = simfs.Cluster(nodes=1, ranks_per_node=2).run(_logs_a_warning)
+    finally:
+        logger.removeHandler(handler)
+    assert result.ok, result.summary()
+    assert capfd.readouterr().err.count("a warning from the rank") == 2

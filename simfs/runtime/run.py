@@ -50,6 +50,7 @@ class Settings:
     carrier: str = carriers.DEFAULT  # simfs/carriers.py
     torch_distributed: str = "patched"  # "c10d": rank processes run torch's own c10d on simfs's groups
     rank_memory: int | None = None  # bytes of private memory each rank process may take (None: the machine's)
+    preload: tuple[str, ...] = ()  # modules the rank processes start with, imported once before the forks
 
     @property
     def world_size(self) -> int:
@@ -90,7 +91,8 @@ class Run:
         dist = DistRequests(self.world, self.stores, lambda rank: rank // settings.ranks_per_node)
         self.carrier: Carrier = GreenletCarrier(self.sched, dist, self._end_process, store_names) \
             if settings.carrier == carriers.GREENLET else \
-            ProcessCarrier(self.machine, self.sched, dist, self._end_process, settings.rank_memory)
+            ProcessCarrier(self.machine, self.sched, dist, self._end_process, settings.rank_memory,
+                           settings.preload)
         self.world.where = self._where
 
     def _note_collective(self, rank: int, op: str, group: str, outcome: str) -> None:

@@ -26,8 +26,9 @@ def needs(*libraries: str) -> None:
         missing("stacks", f"{', '.join(absent)} not installed (pip install -e '.[stacks]', after the CPU torch)")
 
 
-def cluster(profile: str) -> simfs.Cluster:
-    return simfs.Cluster(nodes=2, ranks_per_node=2, profile=profile)
+def cluster(profile: str, preload: tuple[str, ...] = ()) -> simfs.Cluster:
+    """2 nodes x 2 ranks; ``preload``: the stack's modules, imported once before the ranks start."""
+    return simfs.Cluster(nodes=2, ranks_per_node=2, profile=profile, preload=preload)
 
 
 def ok(result: simfs.Result) -> dict[int, Any]:

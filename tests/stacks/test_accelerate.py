@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from _stacks import PROFILES, cluster, needs, ok, writers
 
+PRELOAD = ("accelerate",)  # imported once, before the ranks are forked
+
 
 def save_and_load_job(directory: str) -> dict[str, Any]:
     import torch
@@ -40,7 +42,7 @@ def save_and_load_job(directory: str) -> dict[str, Any]:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_save_state_and_load_state_bring_back_what_each_rank_saved(profile: str) -> None:
     needs("accelerate")
-    result = cluster(profile).run(save_and_load_job, "/shared/state")
+    result = cluster(profile, PRELOAD).run(save_and_load_job, "/shared/state")
     returns = ok(result)
     assert all(returns[rank]["restored"] for rank in range(4))
     assert [returns[rank]["process_index"] for rank in range(4)] == [0, 1, 2, 3]

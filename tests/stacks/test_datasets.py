@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from _stacks import PROFILES, cluster, needs, ok, writers
 
+PRELOAD = ("datasets",)  # imported once, before the ranks are forked
+
 
 def map_save_load_job(root: str) -> dict[str, Any]:
     import datasets
@@ -30,7 +32,7 @@ def map_save_load_job(root: str) -> dict[str, Any]:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_map_save_to_disk_and_load_from_disk_act_on_the_simulated_mount(profile: str) -> None:
     needs("datasets")
-    result = cluster(profile).run(map_save_load_job, "/shared/data")
+    result = cluster(profile, PRELOAD).run(map_save_load_job, "/shared/data")
     returns = ok(result)
     for rank in range(4):
         assert returns[rank]["y"] == [2 * x for x in range(32)]

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from _stacks import PROFILES, RESUBMITTED, cluster, needs, ok, writers
 
+PRELOAD = ("lightning.pytorch",)  # imported once, before the ranks are forked
+
 
 def fit_job(directory: str, steps: int, resume: bool = False) -> dict[str, Any]:
     import lightning
@@ -48,7 +50,7 @@ def fit_job(directory: str, steps: int, resume: bool = False) -> dict[str, Any]:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_top_k_and_last_checkpoints_then_a_resume_from_last(profile: str) -> None:
     needs("lightning")
-    simulated = cluster(profile)
+    simulated = cluster(profile, PRELOAD)
     first = simulated.run(fit_job, "/shared/ckpt", 6)
     returns = ok(first)
     assert [returns[rank]["global_rank"] for rank in range(4)] == [0, 1, 2, 3]

@@ -13,6 +13,9 @@ from _stacks import PROFILES, RESUBMITTED, cluster, needs, ok, writers
 
 STEPS = 6
 
+# imported once, before the ranks are forked
+PRELOAD = ("transformers.trainer", "transformers.models.gpt2.modeling_gpt2")
+
 
 def train_job(output_dir: str, stop_at: int = 0, resume: bool = False) -> dict[str, Any]:
     import torch
@@ -48,7 +51,7 @@ def train_job(output_dir: str, stop_at: int = 0, resume: bool = False) -> dict[s
 def test_the_trainer_rotates_its_checkpoints_and_resumes_on_the_loss_curve_of_an_uninterrupted_run(
         profile: str) -> None:
     needs("transformers", "accelerate")
-    whole = cluster(profile).run(train_job, "/shared/out")
+    whole = cluster(profile, PRELOAD).run(train_job, "/shared/out")
     uninterrupted = ok(whole)
     assert [uninterrupted[rank]["process_index"] for rank in range(4)] == [0, 1, 2, 3]
     assert [uninterrupted[rank]["world_zero"] for rank in range(4)] == [True, False, False, False]
@@ -60,7 +63,7 @@ def test_the_trainer_rotates_its_checkpoints_and_resumes_on_the_loss_curve_of_an
     assert writers(whole, "/shared/out/checkpoint-*/trainer_state.json") == {0}
     assert writers(whole, "/shared/out/checkpoint-*/rng_state_*.pth") == {0, 1, 2, 3}
 
-    restarted = cluster(profile)
+    restarted = cluster(profile, PRELOAD)
     stopped = ok(restarted.run(train_job, "/shared/out", STEPS - 2))
     assert stopped[0]["kept"] == ["checkpoint-2", "checkpoint-4"]
     restarted.idle(RESUBMITTED)

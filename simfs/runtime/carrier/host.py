@@ -59,7 +59,8 @@ class ProcessCarrier:
     """The rank processes of one run."""
 
     def __init__(self, machine: Machine, sched: Scheduler, dist: DistRequests,
-                 end_process: Callable[[Process, str], None], memory: int | None = None) -> None:
+                 end_process: Callable[[Process, str], None], memory: int | None = None,
+                 preloaded: tuple[str, ...] = ()) -> None:
         self.machine = machine
         self.memory = memory  # RLIMIT_DATA of each rank process (None: unlimited)
         self.sched = sched
@@ -71,7 +72,7 @@ class ProcessCarrier:
         self._where: dict[int, str] = {}  # task id -> where its rank code made its last request
         self._zygote: Zygote | None = None  # forked at the first start
         self._launching: deque[RankProcess] = deque()  # asked of the zygote, not yet known to have started
-        preload()
+        preload(preloaded)
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
         self.outboxes = Outboxes.create(len(dist.world.world.ranks))  # the ranks' collectives' tensors
         self.relay = Relay()  # what the rank processes write to their stdout and stderr

@@ -26,22 +26,22 @@ PRELOADED = ("numpy", "numpy.random", "torch", "torch._dynamo")
 CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
 
 
-def preload() -> None:
-    """Import numpy and torch (when installed), and make what rank processes need prepared once
-    (c10d's, the kernel's confinement ruleset); their global generators are seeded from the run's
-    seed in each rank (rank/main.py), not at a later import."""
-    for name in PRELOADED:
-        parent = name.rpartition(".")[0]
-        if parent and sys.modules.get(parent) is None:
-            continue  # its package is not installed, or blocked (sys.modules[name] = None)
-        if name not in sys.modules and importlib.util.find_spec(name) is not None:
-            with kept():
-                if confined_here():
-                    # it may make no directory: torch._dynamo's cache names one that exists; and it may
-                    # write no file, which tempfile.gettempdir() tries in each candidate (dill, which
-                    # torch.utils.data imports where it is installed, asks at import): the one named
-                    tempfile.tempdir = tempfile.tempdir or _named_tempdir()
-                    os.environ.setdefault(CACHE_DIR, "/")
+def preload(extra: tuple[str, ...] = ()) -> None:
+    """Import numpy and torch (when installed) and the cluster's ``extra`` modules (Cluster's
+    ``preload``), and make what rank processes need prepared once (c10d's, the kernel's confinement
+    ruleset); their global generators are seeded from the run's seed in each rank (rank/main.py),
+    not at a later import."""
+    for name in (*PRELOADED, *extra):
+        if name in sys.modules:
+            continue  # imported already, or blocked (sys.modules[name] = None)
+        with kept():
+            if confined_here():
+                # it may make no directory: torch._dynamo's cache names one that exists; and it may
+                # write no file, which tempfile.gettempdir() tries in each candidate (dill, which
+                # torch.utils.data imports where it is installed, asks at import): the one named
+                tempfile.tempdir = tempfile.tempdir or _named_tempdir()
+                os.environ.setdefault(CACHE_DIR, "/")
+            if _installed(name):
                 importlib.import_module(name)
     if "torch.distributed" in sys.modules:  # what a rank process running c10d sets up (simfs/rank/c10d)
         importlib.import_module("simfs.rank.c10d.install").prepare()
@@ -66,6 +66,13 @@ def kept() -> Iterator[None]:
                 del os.environ[key]
         for value in changed.values():
             _remove_if_made(value, started)
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None  # (imports its parent package)
+    except ImportError:  # its parent package is not installed, or blocked
+        return False
 
 
 def _named_tempdir() -> str:
