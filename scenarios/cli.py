@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simfs
 from simfs.carriers import CARRIERS
@@ -24,6 +24,9 @@ from .mix import fault_kinds
 from .outcome import SCHEMA, Report, ScenarioOutcome
 from .reporting._common import replay_command
 from .runner import Task, check_specs, load_callable, load_profile, run_tasks, shard
+
+if TYPE_CHECKING:
+    from .registry import Scenario
 
 
 def _version() -> str:
@@ -54,7 +57,8 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _tasks(args: argparse.Namespace) -> list[Task]:
+def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
+    """The searches to run, and a note on the scenarios left out (their libraries not installed)."""
     common: dict[str, Any] = {"nodes": args.nodes, "ranks_per_node": args.ranks_per_node,
                               "examples": args.examples, "seed": args.seed, "watchdog": args.watchdog,
                               "carrier": args.carrier}
@@ -68,10 +72,17 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
         simfs.profiles.get(load_profile(profile))
         crashes: bool | str = "exhaustive" if args.crashes == "exhaustive" else args.crashes == "on"
         return [Task(job, profile, recover=args.recover, check=args.check, crashes=crashes, faults=args.faults,
-                     **common) for job in jobs]
+                     **common) for job in jobs], ""
     from .registry import all_scenarios, get
 
     chosen = [get(name) for name in args.names] if args.names else all_scenarios()
+    if args.family:
+        families = {sc.family for sc in all_scenarios()}
+        unknown = [family for family in args.family if family not in families]
+        if unknown:
+            raise ValueError(f"--family {unknown[0]}: no such family (the families: {', '.join(sorted(families))})")
+        chosen = [sc for sc in chosen if sc.family in args.family]
+    chosen, note = _installed(chosen, asked=bool(args.names or args.family))
     if args.profile and args.profile.endswith(".toml"):
         raise ValueError(f"--profile {args.profile}: a profile file runs a job ('module:function'); the built-in "
                          f"scenarios declare their expected verdicts per built-in profile")
@@ -81,7 +92,22 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
              if args.profile in (None, profile)]
     if not tasks:
         raise ValueError(f"no scenario runs on profile {args.profile!r}; `simfs list` shows each one's profiles")
-    return tasks
+    return tasks, note
+
+
+def _installed(chosen: list[Scenario], *, asked: bool) -> tuple[list[Scenario], str]:
+    """The scenarios whose libraries are installed, and a note on the others; a scenario asked for
+    by name or family whose library is missing is a usage error."""
+    missing = {sc.name: sc.missing() for sc in chosen if sc.missing()}
+    if not missing:
+        return chosen, ""
+    libraries = sorted({name for names in missing.values() for name in names})
+    install = f"pip install -e '.[stacks]' (after torch==2.13.0) installs {', '.join(libraries)}"
+    if asked:
+        name, needs = next(iter(missing.items()))
+        raise ValueError(f"scenario {name} needs {', '.join(needs)}, not installed here: {install}")
+    return ([sc for sc in chosen if sc.name not in missing],
+            f"left out {len(missing)} scenarios whose libraries are not installed: {install}")
 
 
 def _progress() -> Any:
@@ -140,8 +166,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    tasks = shard(_tasks(args), args.shard)
+    planned, note = _tasks(args)
+    tasks = shard(planned, args.shard)
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    if note:
+        console.print(note, markup=False)
     started, when = time.perf_counter(), datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     done: dict[int, ScenarioOutcome] = {}
     interrupted = False
@@ -236,6 +265,8 @@ def parser() -> argparse.ArgumentParser:
                          help="search the built-in scenarios (default: all of them, each on its profiles) or a job")
     run.add_argument("names", nargs="*", metavar="NAME",
                      help="scenario names (`simfs list`), or one job 'module:function' / 'file.py:function'")
+    run.add_argument("--family", action="append", metavar="FAMILY",
+                     help="run only the scenarios of this family (repeatable; `simfs list` shows them)")
     run.add_argument("--profile", help="run only on this profile (a job: its profile, a built-in name or a TOML file "
                                        "such as `simfs probe --emit-profile` writes; default nfs)")
     run.add_argument("--nodes", type=_count, help="nodes (default: each scenario's own; a job: 2)")

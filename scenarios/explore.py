@@ -17,7 +17,7 @@ from hypothesis.errors import HypothesisException
 from hypothesis.strategies import DataObject
 
 import simfs
-from simfs import carriers, plaindata
+from simfs import carriers, checks, plaindata
 from simfs.carriers import CARRIERS
 from simfs.runtime.heap import frozen_heap
 
@@ -107,21 +107,24 @@ def _check_args(nodes: int, ranks_per_node: int, max_examples: int, seed: int, s
 
 def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, check: Check | None, nodes: int,
                 ranks_per_node: int, profile: str | simfs.Profile, carrier: str = carriers.DEFAULT,
-                watchdog: float = 60.0) -> Target:
+                watchdog: float = 60.0, preload: Iterable[str] = ()) -> Target:
     for name, fn in (("job", job), ("recover", recover), ("check", check)):
         if fn is not None and not callable(fn):
             raise ValueError(f"explore: {name} must be callable, got {fn!r}")
     if carrier not in CARRIERS:
         raise ValueError(f"explore: carrier must be one of {', '.join(map(repr, CARRIERS))}, got {carrier!r}")
+    preloaded = checks.module_names("explore", "preload", preload)
+    if preloaded and carrier != "process":
+        raise ValueError("explore: preload needs carrier='process': greenlet ranks share one process's modules")
     return Target(job, nodes, ranks_per_node, simfs.profiles.get(profile), recover=recover, check=check,
-                  carrier=carrier, watchdog=watchdog)
+                  carrier=carrier, watchdog=watchdog, preload=preloaded)
 
 
 def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None, check: Check | None = None,
             nodes: int, ranks_per_node: int, profile: str | simfs.Profile, faults: str | Iterable[str] = "default",
             crashes: Crashes = False, max_examples: int = 100, seed: int = 0, shrink_time: float = SHRINK_TIME,
             explain: bool = False, isolate: bool = True, watchdog: float = 60.0,
-            carrier: str = carriers.DEFAULT) -> Finding:
+            carrier: str = carriers.DEFAULT, preload: Iterable[str] = ()) -> Finding:
     """Search for a run of ``job`` (then ``recover`` on the restarted cluster) where a rank
     raises, hangs, or ``check(result)`` fails; return the minimal one found, or a pass.
 
@@ -152,7 +155,7 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     if crashes and recover is None:
         raise ValueError("explore: crashes need recover=, the restarted job that must cope with the crash")
     target = make_target(job, recover=recover, check=check, nodes=nodes, ranks_per_node=ranks_per_node,
-                         profile=profile, carrier=carrier, watchdog=watchdog)
+                         profile=profile, carrier=carrier, watchdog=watchdog, preload=preload)
     kinds = fault_kinds(faults)
     if isolate:
         replaying.remember(target)

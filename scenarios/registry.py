@@ -4,6 +4,7 @@ when ``scenarios.library`` is imported."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,10 +35,16 @@ class Scenario:
     doc: str = ""
     tags: tuple[str, ...] = field(default=())
     carrier: str = carriers.DEFAULT  # how its ranks are carried (scenarios.explore's carrier)
+    needs: tuple[str, ...] = ()  # the libraries its job imports (a scenario of the stacks family)
+    preload: tuple[str, ...] = ()  # modules its rank processes start with (simfs.Cluster's preload)
 
     @property
     def profiles(self) -> list[str]:
         return list(self.expect)
+
+    def missing(self) -> list[str]:
+        """The libraries it needs that are not installed here."""
+        return [name for name in self.needs if importlib.util.find_spec(name) is None]
 
 
 _REGISTRY: dict[str, Scenario] = {}
@@ -61,14 +68,16 @@ def _check_expect(name: str, expect: Mapping[str, str]) -> dict[str, Expectation
 def scenario(name: str | None = None, *, expect: Mapping[str, str], nodes: int = 2, ranks_per_node: int = 2,
              recover: Callable[[], Any] | None = None, check: Check | None = None, crashes: Crashes = False,
              faults: str | Iterable[str] = "default", max_examples: int = 100, family: str = "",
-             tags: Iterable[str] = (),
-             carrier: str = carriers.DEFAULT) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+             tags: Iterable[str] = (), carrier: str = carriers.DEFAULT, needs: Iterable[str] = (),
+             preload: Iterable[str] = ()) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     """Register the decorated rank program as a scenario (its name defaults to the function's).
 
     ``expect={"nfs": "fail", "local": "pass"}``: the profiles it runs on and the verdict a
     correct simulation must reach on each (a naive pattern fails where the real filesystem
     makes it fail). ``carrier``: "process" (each rank an OS process, as on a real cluster) or
-    "greenlet" (faster; only for a job that keeps no per-process state: scenarios.explore)."""
+    "greenlet" (faster; only for a job that keeps no per-process state: scenarios.explore).
+    ``needs``: libraries the job imports (where one is missing, `simfs run` leaves the scenario out
+    and says so); ``preload``: modules its rank processes start with, imported once per search."""
 
     def register(job: Callable[[], Any]) -> Callable[[], Any]:
         key = name or job.__name__
@@ -86,7 +95,7 @@ def scenario(name: str | None = None, *, expect: Mapping[str, str], nodes: int =
             recover=recover, check=check, crashes=crashes,
             faults=faults if isinstance(faults, str) else tuple(faults), max_examples=max_examples,
             family=family, doc=(job.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "), tags=tuple(tags),
-            carrier=carrier)
+            carrier=carrier, needs=tuple(needs), preload=tuple(preload))
         return job
 
     return register

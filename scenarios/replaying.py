@@ -84,7 +84,8 @@ def encode(target: Target, example: Example) -> str:
     spec = {
         "v": 1, "job": _reference(target.job), "recover": _reference(target.recover),
         "check": _reference(target.check), "nodes": target.nodes, "rpn": target.ranks_per_node,
-        "carrier": target.carrier, "profile": profile_spec(target.profile), "schedule": _b64(example.schedule),
+        "carrier": target.carrier, "preload": list(target.preload), "profile": profile_spec(target.profile),
+        "schedule": _b64(example.schedule),
         "lifetimes": _b64(example.lifetimes), "faults": [fault_to_dict(f) for f in example.faults],
         "crash": None if crash is None else {
             "fault": None if crash.fault is None else fault_to_dict(crash.fault), "pick": crash.pick,
@@ -115,6 +116,7 @@ def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[.
         profile: Profile = profile_from_spec(spec["profile"])
         nodes, rpn = int(spec["nodes"]), int(spec["rpn"])
         carrier = str(spec.get("carrier", carriers.BEFORE_CARRIERS))
+        preload = tuple(str(name) for name in spec.get("preload", ()))
         refs = spec["job"], spec["recover"], spec["check"]
     except (ValueError, KeyError, TypeError, zlib.error) as exc:
         raise ValueError(f"corrupt scenarios replay string ({type(exc).__name__}: {exc}); copy it whole") from None
@@ -122,5 +124,5 @@ def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[.
     if resolved_job is None:
         raise ValueError("this replay string names no job")
     target = Target(resolved_job, nodes, rpn, profile, recover=_resolve(refs[1], recover, "recover"),
-                    check=_resolve(refs[2], check, "check"), carrier=carrier)
+                    check=_resolve(refs[2], check, "check"), carrier=carrier, preload=preload)
     return target, example, hash_mismatch(spec.get("hash"))

@@ -153,14 +153,16 @@ def _search(task: Task, profile: str | simfs.Profile) -> ScenarioOutcome:
         crashes: Any = task.crashes
         faults: Any = task.faults.split(",")
         family, expected = "job", _PASS
+        preload: tuple[str, ...] = ()
     else:
         sc = get(task.scenario)
         job, recover, check, crashes, faults = sc.job, sc.recover, sc.check, sc.crashes, sc.faults
+        preload = sc.preload
         nodes, rpn = task.nodes or sc.nodes, task.ranks_per_node or sc.ranks_per_node
         family, expected = sc.family, sc.expect.get(task.profile, _PASS)
     finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn,
-                      profile=profile,
-                      faults=faults, crashes=crashes, max_examples=examples, seed=task.seed, carrier=carrier,
+                      profile=profile, faults=faults, crashes=crashes, max_examples=examples, seed=task.seed,
+                      carrier=carrier, preload=preload if carrier == "process" else (),
                       isolate=False)  # (run_task already runs this in simfs.isolated's child)
     return ScenarioOutcome(
         scenario=task.scenario, profile=task.profile, family=family, expected=expected,

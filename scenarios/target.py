@@ -24,6 +24,7 @@ class Target:
     check: Check | None = None
     carrier: str = carriers.DEFAULT  # how its ranks are carried (simfs.Cluster's carrier)
     watchdog: float = 60.0  # real seconds a rank process may run without a request (simfs.Cluster's)
+    preload: tuple[str, ...] = ()  # modules the rank processes start with (simfs.Cluster's preload)
 
     @property
     def world_size(self) -> int:
@@ -34,7 +35,7 @@ class Target:
         search is where explore put it, a confined child, or the caller's process by its choice
         (explore's isolate=False), and an example's restart runs on the same cluster."""
         return simfs.Cluster(nodes=self.nodes, ranks_per_node=self.ranks_per_node, profile=self.profile,
-                             carrier=self.carrier, watchdog=self.watchdog, isolate=False)
+                             carrier=self.carrier, watchdog=self.watchdog, isolate=False, preload=self.preload)
 
     def describe(self) -> str:
         carried = ", each rank a process" if self.carrier == "process" else ", ranks as greenlets of one process"

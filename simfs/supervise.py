@@ -14,6 +14,7 @@ import os
 import signal
 import struct
 import sys
+import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterable
@@ -110,6 +111,15 @@ def _own_group(pid: int) -> None:
         pass  # the child did it already and confined itself (EACCES or EPERM), or it is gone (ESRCH)
 
 
+def named_tempdir() -> str:
+    """The temporary directory the environment names (tempfile's candidates in its order), without
+    tempfile's test of writing a file there."""
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        if os.environ.get(name):
+            return os.environ[name]
+    return "/tmp"
+
+
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], beat: mmap.mmap,
            stacks_fd: int, out: int, console: tuple[int, int], parent: int, readable: tuple[str, ...],
            policy: str) -> None:
@@ -128,6 +138,10 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
             # before any thread starts: the kernel confines the calling thread and what it starts later;
             # the child writes only to descriptors it already holds (the pipe, the stacks file, stdout)
             confinement = confine(kind=policy, extra_readable=readable)
+            # a confined child writes no file, and tempfile.gettempdir() tries to write one in each
+            # candidate: the one the environment names (dill, which datasets installs and torch imports
+            # where it is installed, asks at import)
+            tempfile.tempdir = tempfile.tempdir or named_tempdir()
             threading.Thread(target=_heartbeat, args=(beat,), daemon=True, name="simfs-heartbeat").start()
             result: tuple[str, Any] = ("value", fn(*args, **kwargs))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent

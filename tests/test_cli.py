@@ -66,6 +66,7 @@ def test_a_crash_job_from_the_command_line(in_tmp: Path, capsys: pytest.CaptureF
     (["run", "no-such-scenario"], "no-such-scenario"),
     (["run", f"{JOBS}:rank0_makedirs", "--shard", "3/2"], "--shard"),
     (["run", f"{JOBS}:rank0_makedirs", "--faults", "gremlins"], "gremlins"),
+    (["run", "--family", "gremlins"], "--family gremlins: no such family (the families: checkpoint, dcp, ddp"),
 ])
 def test_bad_input_exits_2_naming_it(in_tmp: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                                      fragment: str) -> None:
@@ -142,3 +143,20 @@ def test_a_job_searched_on_rank_processes(in_tmp: Path, capsys: pytest.CaptureFi
     assert decode_replay(replay)[0].carrier == "process"  # the replay string names the carrier
     assert main(["replay", replay]) == 1
     assert "FileExistsError" in capsys.readouterr().out
+
+
+def test_a_family_whose_library_is_missing_is_left_out_saying_how_to_install_it(
+        in_tmp: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "lightning", None)  # as if it were not installed
+    assert main(["run", "--family", "stacks", "--report", ""]) == 2
+    assert ("scenario lightning-test-best needs lightning, not installed here: pip install -e '.[stacks]'"
+            in capsys.readouterr().err)
+    assert main(["run", "lightning-test-best", "--report", ""]) == 2
+    assert "lightning-test-best needs lightning" in capsys.readouterr().err
+    from scenarios.cli import _installed
+    from scenarios.registry import all_scenarios
+
+    kept, note = _installed(all_scenarios(), asked=False)
+    assert "lightning-test-best" not in {sc.name for sc in kept} and "trainer-rotate" in {sc.name for sc in kept}
+    assert note == ("left out 1 scenarios whose libraries are not installed: pip install -e '.[stacks]' "
+                    "(after torch==2.13.0) installs lightning")

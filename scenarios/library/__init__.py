@@ -2,7 +2,21 @@
 with the profiles where the real filesystem makes the naive one fail. Importing the package
 registers every family (one module each)."""
 
-from . import ddp, decide, latest, locks, makedirs, rendezvous, replace, rotation, sharded, sync, torch_dcp, wait
+from . import (
+           ddp,
+           decide,
+           latest,
+           locks,
+           makedirs,
+           rendezvous,
+           replace,
+           rotation,
+           sharded,
+           stacks,
+           sync,
+           torch_dcp,
+           wait,
+)
 
-__all__ = ["ddp", "decide", "latest", "locks", "makedirs", "rendezvous", "replace", "rotation", "sharded", "sync",
-           "torch_dcp", "wait"]
+__all__ = ["ddp", "decide", "latest", "locks", "makedirs", "rendezvous", "replace", "rotation", "sharded", "stacks",
+           "sync", "torch_dcp", "wait"]

@@ -43,7 +43,10 @@ def _repoint_log_handlers(consoles: dict[int, io.TextIOWrapper]) -> None:
         for handler in getattr(logger, "handlers", ()):  # (a PlaceHolder has none)
             stream = getattr(handler, "stream", None)
             if isinstance(handler, logging.StreamHandler) and id(stream) in consoles:
-                handler.setStream(consoles[id(stream)])
+                try:
+                    handler.setStream(consoles[id(stream)])
+                except AttributeError:  # a handler that looks sys.stderr up itself (logging.lastResort's)
+                    pass
 
 
 def null_all_but(keep: tuple[int, ...]) -> None:

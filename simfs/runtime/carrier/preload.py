@@ -11,7 +11,6 @@ import importlib
 import importlib.util
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 
 from ... import _real
@@ -35,11 +34,7 @@ def preload(extra: tuple[str, ...] = ()) -> None:
         if name in sys.modules:
             continue  # imported already, or blocked (sys.modules[name] = None)
         with kept():
-            if confined_here():
-                # it may make no directory: torch._dynamo's cache names one that exists; and it may
-                # write no file, which tempfile.gettempdir() tries in each candidate (dill, which
-                # torch.utils.data imports where it is installed, asks at import): the one named
-                tempfile.tempdir = tempfile.tempdir or _named_tempdir()
+            if confined_here():  # it may make no directory: torch._dynamo's cache names one that exists
                 os.environ.setdefault(CACHE_DIR, "/")
             if _installed(name):
                 importlib.import_module(name)
@@ -50,14 +45,13 @@ def preload(extra: tuple[str, ...] = ()) -> None:
 
 @contextlib.contextmanager
 def kept() -> Iterator[None]:
-    """Run the block (an import); then put os.environ and tempfile.tempdir back as they were, and
-    remove each empty directory a variable the block set names, when the block made it."""
-    environ, tempdir = dict(os.environ), tempfile.tempdir
+    """Run the block (an import); then put os.environ back as it was, and remove each empty
+    directory a variable the block set names, when the block made it."""
+    environ = dict(os.environ)
     started = _real.time_time()
     try:
         yield
     finally:
-        tempfile.tempdir = tempdir
         changed = {key: value for key, value in os.environ.items() if environ.get(key) != value}
         for key in changed:
             if key in environ:
@@ -73,15 +67,6 @@ def _installed(name: str) -> bool:
         return importlib.util.find_spec(name) is not None  # (imports its parent package)
     except ImportError:  # its parent package is not installed, or blocked
         return False
-
-
-def _named_tempdir() -> str:
-    """The temporary directory the environment names (tempfile's candidates in its order), without
-    tempfile's test of writing a file there."""
-    for name in ("TMPDIR", "TEMP", "TMP"):
-        if os.environ.get(name):
-            return os.environ[name]
-    return "/tmp"
 
 
 def _remove_if_made(path: str, since: float) -> None:
