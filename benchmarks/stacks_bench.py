@@ -3,9 +3,11 @@ machine, in one run (stacks_worker.py holds the jobs):
 
   python benchmarks/stacks_bench.py [--repeats 3] [--record]
 
-- whole-process wall of the DDP job (an MLP, 20 steps) and of the FSDP2 job: ``python
-  stacks_worker.py --simfs JOB`` (2 nodes x 2 rank processes, fresh interpreter, torch import
-  included) against ``torchrun --nproc-per-node 4 stacks_worker.py JOB``;
+- whole-process wall of the DDP job (an MLP, 20 steps), of the FSDP2 job, of transformers' Trainer
+  (a one-layer GPT-2, 20 steps, checkpoints rotated) and of Lightning's Trainer (DDP on 2 nodes,
+  ModelCheckpoint with top-k and last): ``python stacks_worker.py --simfs JOB`` (2 nodes x 2 rank
+  processes, fresh interpreter, imports included, the stack preloaded) against ``torchrun
+  --nproc-per-node 4 stacks_worker.py JOB`` (checkpoints in a temporary directory);
 - one all-reduce of 1 MiB on 4 ranks: simfs's wall per call (a run of 50 minus a run of none, as
   measured from the host: time inside a rank is virtual) against gloo's over loopback TCP.
 Medians of ``--repeats`` runs."""
@@ -17,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,9 +46,18 @@ def _output(command: list[str], tries: int = 3) -> dict[str, float]:
     raise SystemExit(f"{' '.join(command)} failed {tries} times")
 
 
-def torchrun(job: str) -> list[str]:
+def torchrun(job: str, root: str = "") -> list[str]:
+    """torchrun's command for ``job``; a stack's job writes its checkpoints under ``root``."""
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(NPROC),
-            "--master-port", "29517", WORKER, job]
+            "--master-port", "29517", WORKER, *(["--root", root] if root else []), job]
+
+
+def _torchrun_seconds(job: str) -> float:
+    """Wall seconds of ``job`` under torchrun; a stack's job writes into a temporary directory,
+    removed after."""
+    with tempfile.TemporaryDirectory(prefix="stacks-bench-") as root:
+        seconds, _ = timed(lambda: _output(torchrun(job, root if job in stacks_worker.STACKS else "")))
+    return seconds
 
 
 def in_simfs(job: str) -> list[str]:
@@ -68,9 +80,9 @@ def main() -> None:
     add_record_flag(parser)
     args = parser.parse_args()
     rows, data = [], {}
-    for job in ("ddp", "fsdp"):
+    for job in ("ddp", "fsdp", *stacks_worker.STACKS):
         ours, _ = median_of(args.repeats, lambda job=job: timed(lambda: _output(in_simfs(job)))[0])
-        theirs, _ = median_of(args.repeats, lambda job=job: timed(lambda: _output(torchrun(job)))[0])
+        theirs, _ = median_of(args.repeats, lambda job=job: _torchrun_seconds(job))
         rows.append([f"{job} job, whole process (s)", f"{ours:.2f}", f"{theirs:.2f}", f"{ours / theirs:.2f}x"])
         data[job] = {"simfs_s": ours, "torchrun_gloo_s": theirs}
     ours, _ = median_of(args.repeats, simfs_allreduce_seconds)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
+
+import pytest
+from conftest import missing
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
@@ -28,3 +32,12 @@ def test_the_checkpoint_example_runs_as_written() -> None:
     assert namespace["step"] == 100
     assert namespace["report"].files  # type: ignore[attr-defined]
     assert namespace["future"].done()  # type: ignore[attr-defined]
+
+
+def test_the_stacks_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = _blocks("Accelerator(cpu=True)")
+    if importlib.util.find_spec("accelerate") is None:
+        missing("stacks", "accelerate not installed (pip install -e '.[stacks]')")
+    namespace: dict[str, object] = {"__name__": "readme_example"}
+    exec(compile(block, "README.md", "exec"), namespace)
+    assert "{0: 0, 1: 1, 2: 2, 3: 3}" in capsys.readouterr().out
