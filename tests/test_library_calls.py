@@ -132,6 +132,13 @@ def _arrow(root: str) -> dict[str, Any]:
     with pa.OSFile(f"{root}/f.arrow", "w") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
     mapped = pa.ipc.open_file(pa.memory_map(f"{root}/f.arrow")).read_all()
+    import pyarrow.fs as pafs
+
+    local = pafs.LocalFileSystem()  # one the job makes itself: its operations act on simulated paths
+    with local.open_output_stream(f"{root}/own.bin") as sink:
+        sink.write(b"own")
+    with local.open_input_file(f"{root}/own.bin") as source:
+        own = source.read()
     refused = ""
     try:
         pa.memory_map(f"{root}/f.arrow", "r+")
@@ -139,7 +146,7 @@ def _arrow(root: str) -> dict[str, Any]:
         refused = str(exc)
     return {"parquet": pq.read_table(f"{root}/t.parquet")["n"].to_pylist(), "gzipped": gzipped,
             "streamed": streamed["n"].to_pylist(), "mapped": mapped["n"].to_pylist(), "refused": refused,
-            "listed": sorted(os.listdir(root))}
+            "listed": sorted(os.listdir(root)), "own": own}
 
 
 def test_pyarrow_reads_and_writes_simulated_paths() -> None:
@@ -148,7 +155,7 @@ def test_pyarrow_reads_and_writes_simulated_paths() -> None:
     assert seen["parquet"] == seen["streamed"] == seen["mapped"] == [0, 1, 2, 3, 4]
     assert seen["gzipped"]  # the extension's compression, as pyarrow detects it for a path
     assert "pyarrow.memory_map(mode='r+')" in seen["refused"]
-    assert seen["listed"] == ["f.arrow", "s.arrow.gz", "t.parquet"]
+    assert seen["listed"] == ["f.arrow", "own.bin", "s.arrow.gz", "t.parquet"] and seen["own"] == b"own"
     assert not os.path.exists("/shared/arrow")
 
 
@@ -195,3 +202,30 @@ def test_private_maps_of_simulated_files_copy_them_and_shared_writable_maps_are_
     assert seen["torch"] == [0.0, 1.0, 2.0]
     assert seen["sent"] == (5, 0) and seen["copy"] == b"23456"  # from the offset, the position unmoved
     assert not os.path.exists("/shared/maps")
+
+
+def _every_keyword(root: str) -> list[str]:
+    """Each routed pyarrow entry point called with every parameter of the installed release's own
+    signature, by keyword: a stand-in that trails a new release raises TypeError here."""
+    import inspect
+
+    import pyarrow as pa
+
+    from simfs.rank.intercept.registry import original
+
+    os.makedirs(root)
+    with open(f"{root}/in.bin", "wb") as f:
+        f.write(b"data")
+    given = {"input_stream": {"source": f"{root}/in.bin"}, "output_stream": {"source": f"{root}/out.bin"},
+             "memory_map": {"path": f"{root}/in.bin"}}
+    called = []
+    for name, required in given.items():
+        parameters = inspect.signature(original(pa, name)).parameters.values()
+        with getattr(pa, name)(**{p.name: required.get(p.name, p.default) for p in parameters}):
+            called.append(name)
+    return called
+
+
+def test_routed_pyarrow_entry_points_take_every_keyword_of_the_installed_release() -> None:
+    pytest.importorskip("pyarrow")
+    assert _returns(_every_keyword, "/shared/keywords") == ["input_stream", "output_stream", "memory_map"]

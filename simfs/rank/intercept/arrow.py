@@ -2,10 +2,11 @@
 takes a local path is routed: streams and files (``input_stream``, ``output_stream``, ``OSFile``)
 over simulated Python files, a read-only ``memory_map`` over the simulated file's bytes (the content
 as of the call: a real map would also see later writes), and every path pyarrow's filesystem layer
-resolves to its local filesystem (``pyarrow.parquet``, ``pyarrow.dataset``, datasets' cache files)
-on simfs's filesystem view (``pyarrow.fs.PyFileSystem`` over ``simfs.rank.fsspec_view``; a file it
-opens for reading is read whole at open, since pyarrow's scanners read on threads of their own, which
-are no simulated task). Mapping a file for writing is refused. Another filesystem (s3://, hdfs://) is pyarrow's own."""
+resolves to its local filesystem (``pyarrow.parquet``, ``pyarrow.dataset``, datasets' cache files),
+as every operation of a ``LocalFileSystem`` the job makes itself, on simfs's filesystem view
+(``pyarrow.fs.PyFileSystem`` over ``simfs.rank.fsspec_view``; a file it opens for reading is read
+whole at the open, since pyarrow's scanners read on threads of their own, which are no simulated
+task). Mapping a file for writing is refused. Another filesystem (s3://, hdfs://) is pyarrow's own."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from typing import Any
 
 from ...errors import BypassError
 from ...tasks.task import Task
-from .registry import bind_as, patch_function
+from .registry import bind_as, dispatcher, patch, patch_function
 
 _READ_MODES = ("r", "rb")
+# pyarrow.fs.FileSystem's operations on paths (pyarrow/_fs.pyx), which a LocalFileSystem runs in C++
+_OPERATIONS = ("copy_file", "create_dir", "delete_dir", "delete_dir_contents", "delete_file", "get_file_info", "move",
+               "open_append_stream", "open_input_file", "open_input_stream", "open_output_stream")
 # pyarrow/io.pxi, _detect_compression: what input_stream/output_stream take from a path's extension
 _COMPRESSION_BY_EXTENSION = {".bz2": "bz2", ".gz": "gzip", ".lz4": "lz4", ".zst": "zstd"}
 
@@ -117,3 +121,17 @@ def install_filesystems() -> None:
 
     patch_function(pafs, "_resolve_filesystem_and_path", resolve)
     patch_function(pafs, "_ensure_filesystem", ensure)
+    for name in _OPERATIONS:  # a LocalFileSystem the job made itself and calls
+        real = pafs.FileSystem.__dict__[name]
+        patch(pafs.FileSystem, name, dispatcher(real, _on_simulated(name, real, simulated)), scan=False)
+
+
+def _on_simulated(name: str, real: Any, simulated: Any) -> Any:
+    """``FileSystem.name`` in a rank: on a LocalFileSystem, the simulated filesystem's."""
+    import pyarrow.fs as pafs
+
+    def operation(task: Task, filesystem: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(filesystem, pafs.LocalFileSystem):
+            return getattr(simulated(), name)(*args, **kwargs)
+        return real(filesystem, *args, **kwargs)
+    return operation
