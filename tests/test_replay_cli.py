@@ -305,3 +305,16 @@ def test_console_script(tmp_path):
     proc = subprocess.run([*cmd, "profiles"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert [line.split()[0] for line in proc.stdout.splitlines()] == simfs.profiles.names()
+
+
+def test_preloaded_modules_survive_a_replay():
+    """A module the cluster preloads ran its import-time code in the host: a replay preloads it too."""
+    from scenarios.example import Example
+    from scenarios.replaying import decode, encode
+    from scenarios.target import Target
+
+    original = simfs.Cluster(nodes=1, ranks_per_node=2, seed=3, preload=["json"]).run(jobs.read_env)
+    assert simfs.runspec.decode(original.replay)["preload"] == ["json"]
+    _same_run(original, simfs.replay(original.replay))
+    target = Target(jobs.read_env, 1, 2, simfs.profiles.get("nfs"), carrier="process", preload=("json",))
+    assert decode(encode(target, Example()))[0].preload == ("json",)
