@@ -90,9 +90,9 @@ def main() -> None:
     rows.append(["all-reduce of 1 MiB, 4 ranks (ms)", f"{ours * 1000:.2f}", f"{theirs * 1000:.2f}",
                  f"{ours / theirs:.2f}x"])
     data["allreduce_1mib"] = {"simfs_s": ours, "gloo_s": theirs}
-    markdown = ("## torch.distributed jobs: simfs vs torchrun + gloo\n\n"
-                f"Medians of {args.repeats}; simfs: 2 nodes x 2 rank processes, torchrun: "
-                f"--nproc-per-node {NPROC}, gloo over loopback.\n\n"
+    markdown = ("## torch.distributed jobs and trainers: simfs vs torchrun + gloo\n\n"
+                f"Medians of {args.repeats}; simfs: 2 nodes x 2 rank processes (the trainers' libraries "
+                f"preloaded), torchrun: --nproc-per-node {NPROC}, gloo over loopback.\n\n"
                 + table(["measure", "simfs", "torchrun + gloo", "simfs / torchrun"], rows))
     print(markdown)
     write_report("stacks_bench", f"python benchmarks/stacks_bench.py --repeats {args.repeats}", markdown,
