@@ -107,7 +107,8 @@ def _installed(chosen: list[Scenario], *, asked: bool) -> tuple[list[Scenario], 
         name, needs = next(iter(missing.items()))
         raise ValueError(f"scenario {name} needs {', '.join(needs)}, not installed here: {install}")
     return ([sc for sc in chosen if sc.name not in missing],
-            f"left out {len(missing)} scenarios whose libraries are not installed: {install}")
+            f"left out {len(missing)} scenario{'' if len(missing) == 1 else 's'} whose libraries are not installed: "
+            f"{install}")
 
 
 def _progress() -> Any:

@@ -158,5 +158,5 @@ def test_a_family_whose_library_is_missing_is_left_out_saying_how_to_install_it(
 
     kept, note = _installed(all_scenarios(), asked=False)
     assert "lightning-test-best" not in {sc.name for sc in kept} and "trainer-rotate" in {sc.name for sc in kept}
-    assert note == ("left out 1 scenarios whose libraries are not installed: pip install -e '.[stacks]' "
+    assert note == ("left out 1 scenario whose libraries are not installed: pip install -e '.[stacks]' "
                     "(after torch==2.13.0) installs lightning")
