@@ -158,7 +158,7 @@ def _report(args: argparse.Namespace, outcomes: list[ScenarioOutcome], started: 
 
     report = Report(schema=SCHEMA, simfs_version=_version(), command=shlex.join(["simfs", *args.argv]),
                     seed=args.seed, started=when, wall_time=time.perf_counter() - started,
-                    interrupted=interrupted, outcomes=outcomes)
+                    interrupted=interrupted, outcomes=outcomes, shard=args.shard or "")
     paths = write_all(report, args.report)
     print(f"report: {paths['html']} (also {paths['json']}, {paths['junit']})")
 
@@ -193,6 +193,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     unexpected = [o for o in outcomes if not o.as_expected]
     console.print(f"{len(outcomes) - len(unexpected)} of {len(outcomes)} results as expected"
                   + (f"; {len(unexpected)} NOT" if unexpected else ""))
+    return EXIT_UNEXPECTED if unexpected else 0
+
+
+def cmd_report_merge(args: argparse.Namespace) -> int:
+    """One report of the shards' reports; exits as `simfs run` would have: 1 when a verdict differs
+    from its expectation, 130 when a shard was interrupted."""
+    from .merge import load, merge
+    from .reporting import write_all
+
+    merged = merge(load(args.reports), shlex.join(["simfs", *args.argv]))
+    paths = write_all(merged, args.report)
+    unexpected = [o for o in merged.outcomes if not o.as_expected]
+    print(f"{len(merged.outcomes) - len(unexpected)} of {len(merged.outcomes)} results as expected"
+          + (f"; {len(unexpected)} NOT" if unexpected else "") + f" ({len(args.reports)} reports merged)")
+    print(f"report: {paths['html']} (also {paths['json']}, {paths['junit']})")
+    if merged.interrupted:
+        return EXIT_INTERRUPTED
     return EXIT_UNEXPECTED if unexpected else 0
 
 
@@ -293,6 +310,16 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--faults", default="default",
                      help="a job: fault kinds: default (interleave,cache,skew), all, none, or a comma list")
     run.set_defaults(func=cmd_run)
+
+    report = sub.add_parser("report", formatter_class=fmt, help="work with reports `simfs run` wrote")
+    report_sub = report.add_subparsers(dest="report_command", required=True)
+    merge = report_sub.add_parser("merge", formatter_class=fmt,
+                                  help="merge the reports of every shard of a run (--shard K/N on N machines) into one")
+    merge.add_argument("reports", nargs="+", metavar="DIR",
+                       help="each shard's report directory (or its report.json)")
+    merge.add_argument("--report", default=os.path.join("reports", "runs"),
+                       help="directory for the merged report.json, report.xml (JUnit) and report.html")
+    merge.set_defaults(func=cmd_report_merge)
 
     lst = sub.add_parser("list", formatter_class=fmt, help="list the built-in scenarios")
     lst.set_defaults(func=cmd_list)

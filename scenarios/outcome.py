@@ -82,6 +82,7 @@ class Report(msgspec.Struct, frozen=True):
     wall_time: float
     interrupted: bool
     outcomes: list[ScenarioOutcome]
+    shard: str = ""  # "K/N" when the run was one shard of N (`simfs run --shard`); "" for a whole run
 
 
 def encode(report: Report) -> bytes:

@@ -11,7 +11,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 
 from scenarios.cli import main
@@ -160,3 +162,60 @@ def test_a_family_whose_library_is_missing_is_left_out_saying_how_to_install_it(
     assert "lightning-test-best" not in {sc.name for sc in kept} and "trainer-rotate" in {sc.name for sc in kept}
     assert note == ("left out 1 scenario whose libraries are not installed: pip install -e '.[stacks]' "
                     "(after torch==2.13.0) installs lightning")
+
+
+def _comparable(report: Any) -> Any:
+    """A report's outcomes without what differs from run to run (wall times)."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "wall_time"}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+    return strip(msgspec.to_builtins(report.outcomes))
+
+
+def test_three_shards_merged_equal_one_unsharded_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    names = ["makedirs-every-rank", "makedirs-rank0-barrier"]  # 10 searches: 2 scenarios on 5 profiles each
+    common = [sys.executable, "-m", "simfs", "run", *names, "--examples", "5", "--jobs", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    shards = [subprocess.Popen([*common, "--shard", f"{k}/3", "--report", str(tmp_path / f"shard{k}")], env=env,
+                               cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+              for k in (1, 2, 3)]
+    whole = subprocess.run([*common, "--report", str(tmp_path / "whole")], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=600)
+    for shard in shards:
+        assert shard.wait(timeout=600) in (0, 1), shard.stderr.read()
+    reports = [str(tmp_path / f"shard{k}") for k in (3, 1, 2)]  # in any order
+    code = main(["report", "merge", *reports, "--report", str(tmp_path / "merged")])
+    assert code == whole.returncode and "3 reports merged" in capsys.readouterr().out
+    merged = decode((tmp_path / "merged" / "report.json").read_bytes())
+    unsharded = decode((tmp_path / "whole" / "report.json").read_bytes())
+    assert len(merged.outcomes) == 10 and _comparable(merged) == _comparable(unsharded)
+    assert merged.shard == "" and (tmp_path / "merged" / "report.xml").exists()
+    assert (tmp_path / "merged" / "report.html").exists()
+
+
+def test_merging_refuses_what_is_not_one_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from scenarios.outcome import SCHEMA, Report, encode
+
+    def write(name: str, **fields: Any) -> str:
+        report = Report(**{"schema": SCHEMA, "simfs_version": "1.0", "command": "simfs run", "seed": 0,
+                           "started": "2026-01-01T00:00:00+00:00", "wall_time": 1.0, "interrupted": False,
+                           "outcomes": [], "shard": "1/2", **fields})
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "report.json").write_bytes(encode(report))
+        return str(tmp_path / name)
+
+    one, two = write("one"), write("two", shard="2/2")
+    cases = [([one, write("seed", shard="2/2", seed=1)], "different seeds"),
+             ([one, write("version", shard="2/2", simfs_version="2.0")], "different simfs versions"),
+             ([one, write("again")], "are both shard 1/2"),
+             ([one], "shard 2/2 is missing"),
+             ([one, write("three", shard="2/3")], "shards of different counts"),
+             ([one, write("whole", shard="")], "written without --shard"),
+             ([one, str(tmp_path / "nowhere")], "nowhere: not a simfs report (")]
+    for reports, fragment in cases:
+        assert main(["report", "merge", *reports, "--report", str(tmp_path / "out")]) == 2
+        assert fragment in capsys.readouterr().err
+    assert main(["report", "merge", one, two, "--report", str(tmp_path / "out")]) == 0
