@@ -98,7 +98,7 @@ def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
 def _installed(chosen: list[Scenario], *, asked: bool) -> tuple[list[Scenario], str]:
     """The scenarios whose libraries are installed, and a note on the others; a scenario asked for
     by name or family whose library is missing is a usage error."""
-    missing = {sc.name: sc.missing() for sc in chosen if sc.missing()}
+    missing = {name: needs for name, needs in ((sc.name, sc.missing()) for sc in chosen) if needs}
     if not missing:
         return chosen, ""
     libraries = sorted({name for names in missing.values() for name in names})

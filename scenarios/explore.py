@@ -113,11 +113,8 @@ def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, ch
             raise ValueError(f"explore: {name} must be callable, got {fn!r}")
     if carrier not in CARRIERS:
         raise ValueError(f"explore: carrier must be one of {', '.join(map(repr, CARRIERS))}, got {carrier!r}")
-    preloaded = checks.module_names("explore", "preload", preload)
-    if preloaded and carrier != "process":
-        raise ValueError("explore: preload needs carrier='process': greenlet ranks share one process's modules")
     return Target(job, nodes, ranks_per_node, simfs.profiles.get(profile), recover=recover, check=check,
-                  carrier=carrier, watchdog=watchdog, preload=preloaded)
+                  carrier=carrier, watchdog=watchdog, preload=checks.preload("explore", preload, carrier))
 
 
 def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None, check: Check | None = None,

@@ -4,13 +4,13 @@ when ``scenarios.library`` is imported."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from simfs import Result, carriers
 from simfs.carriers import CARRIERS
+from simfs.checks import installed
 
 Expectation = Literal["pass", "fail"]
 Crashes = bool | Literal["exhaustive"]
@@ -44,7 +44,7 @@ class Scenario:
 
     def missing(self) -> list[str]:
         """The libraries it needs that are not installed here."""
-        return [name for name in self.needs if importlib.util.find_spec(name) is None]
+        return [name for name in self.needs if not installed(name)]
 
 
 _REGISTRY: dict[str, Scenario] = {}

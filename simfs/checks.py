@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .errors import invalid
+from .errors import ConfigError, invalid
 
 MAX_NODES = 4096
 MAX_RANKS = 65536
@@ -65,20 +65,28 @@ def absolute_path(where: str, name: str, value: Any) -> str:
     return value
 
 
-def module_names(where: str, name: str, value: Any) -> tuple[str, ...]:
-    """Names of installed modules (``("transformers", "lightning.pytorch")``), in order, once each."""
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported here (finding a submodule imports its package)."""
     import importlib.util
 
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # its package is missing or blocked, or not a package
+        return False
+
+
+def preload(where: str, value: Any, carrier: str) -> tuple[str, ...]:
+    """Modules rank processes start with (``["transformers", "lightning.pytorch"]``): installed
+    module names, in order, once each; only rank processes have them."""
     if isinstance(value, str) or not hasattr(value, "__iter__"):
-        raise invalid(where, name, "a list of module names such as ['transformers']", value)
+        raise invalid(where, "preload", "a list of module names such as ['transformers']", value)
     names = tuple(dict.fromkeys(value))
     for module in names:
         if not isinstance(module, str) or not all(part.isidentifier() for part in module.split(".")):
-            raise invalid(where, f"{name} entry", "a module name such as 'transformers'", module)
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):  # its package is missing, or not a package
-            found = False
-        if not found:
-            raise invalid(where, f"{name} entry", "an installed module", module)
+            raise invalid(where, "preload entry", "a module name such as 'transformers'", module)
+        if not installed(module):
+            raise invalid(where, "preload entry", "an installed module", module)
+    if names and carrier != "process":
+        raise ConfigError(f"{where}: preload needs carrier='process': greenlet ranks share the modules of one "
+                          "process, which imports each once already")
     return names

@@ -99,10 +99,7 @@ class Cluster:
                           torch_distributed)
         if rank_memory is not None and carrier != "process":
             raise ConfigError("simfs.Cluster: rank_memory needs carrier='process': greenlet ranks share one process")
-        preloaded = checks.module_names(_WHERE, "preload", preload)
-        if preloaded and carrier != "process":
-            raise ConfigError("simfs.Cluster: preload needs carrier='process': greenlet ranks share the modules of "
-                              "one process, which imports each once already")
+        preloaded = checks.preload(_WHERE, preload, carrier)
         if torch_distributed == "c10d" and carrier != "process":
             raise ConfigError("simfs.Cluster: torch_distributed='c10d' needs carrier='process': c10d, autograd and "
                               "pybind11 keep per-thread C++ state that greenlet ranks of one thread would share")

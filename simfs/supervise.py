@@ -24,6 +24,7 @@ from . import _real, checks, plaindata, relay
 from .confinement import Confinement, announce, confine, descriptors, kernel, prepared_descriptors
 from .errors import SimfsError
 from .relay import Relay
+from .tasks.process import named_tempdir
 
 _BEAT = struct.Struct("d")
 _in_child = [False]  # this process is an isolated child (what it starts inherits it)
@@ -111,15 +112,6 @@ def _own_group(pid: int) -> None:
         pass  # the child did it already and confined itself (EACCES or EPERM), or it is gone (ESRCH)
 
 
-def named_tempdir() -> str:
-    """The temporary directory the environment names (tempfile's candidates in its order), without
-    tempfile's test of writing a file there."""
-    for name in ("TMPDIR", "TEMP", "TMP"):
-        if os.environ.get(name):
-            return os.environ[name]
-    return "/tmp"
-
-
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], beat: mmap.mmap,
            stacks_fd: int, out: int, console: tuple[int, int], parent: int, readable: tuple[str, ...],
            policy: str) -> None:
@@ -141,7 +133,7 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
             # a confined child writes no file, and tempfile.gettempdir() tries to write one in each
             # candidate: the one the environment names (dill, which datasets installs and torch imports
             # where it is installed, asks at import)
-            tempfile.tempdir = tempfile.tempdir or named_tempdir()
+            tempfile.tempdir = tempfile.tempdir or named_tempdir(os.environ, os.path.isdir)
             threading.Thread(target=_heartbeat, args=(beat,), daemon=True, name="simfs-heartbeat").start()
             result: tuple[str, Any] = ("value", fn(*args, **kwargs))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent

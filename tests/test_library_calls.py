@@ -7,6 +7,9 @@ from __future__ import annotations
 import ctypes.util
 import datetime
 import os
+import subprocess
+import sys
+import time
 from typing import Any
 
 import pytest
@@ -229,3 +232,66 @@ def _every_keyword(root: str) -> list[str]:
 def test_routed_pyarrow_entry_points_take_every_keyword_of_the_installed_release() -> None:
     pytest.importorskip("pyarrow")
     assert _returns(_every_keyword, "/shared/keywords") == ["input_stream", "output_stream", "memory_map"]
+
+
+def _uses_the_patched_calls(root: str) -> bool:
+    """A rank that goes through what this module's patches replace."""
+    _maps(root)
+    _arrow(f"{root}/arrow")
+    _safetensors_roundtrip(f"{root}/t.safetensors")
+    return _find("c") is not None and datetime.datetime.now().year < 2030
+
+
+def test_the_host_after_runs_calls_the_real_machine(tmp_path: Any) -> None:
+    """After runs that went through every call the stacks' interception patches (on greenlet ranks
+    in this process, so the patches are installed here), the host's own calls act on the real
+    machine and the real clock, as before."""
+    for module in ("pyarrow", "safetensors", "pandas"):
+        pytest.importorskip(module)
+    import mmap
+
+    import numpy as np
+    import pandas
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    greenlets = simfs.Cluster(nodes=1, ranks_per_node=1, carrier="greenlet", isolate=False)
+    assert greenlets.run(_uses_the_patched_calls, "/shared/host-check").ok
+    assert simfs.Cluster(nodes=1, ranks_per_node=1).run(_uses_the_patched_calls, "/shared/host-check").ok
+
+    class Stamp(datetime.datetime):
+        pass
+
+    assert abs(datetime.datetime.now().timestamp() - time.time()) < 5
+    assert type(Stamp.now()) is Stamp and datetime.datetime.utcnow().year >= 2024
+    assert abs(pandas.Timestamp.now().timestamp() - time.time()) < 5
+    fresh = subprocess.run([sys.executable, "-c", "import ctypes.util; print(ctypes.util.find_library('c'))"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert str(ctypes.util.find_library("c")) == fresh
+    real = tmp_path / "real.bin"
+    real.write_bytes(b"0123456789")
+    with open(real, "r+b") as f, mmap.mmap(f.fileno(), 0) as shared:  # a shared writable map of a real file
+        shared[0:1] = b"X"
+    assert real.read_bytes() == b"X123456789"
+    np.save(tmp_path / "a.npy", np.arange(3))
+    assert np.load(tmp_path / "a.npy", mmap_mode="r+").tolist() == [0, 1, 2]
+    source, target = os.open(real, os.O_RDONLY), os.open(tmp_path / "copy.bin", os.O_WRONLY | os.O_CREAT)
+    assert os.sendfile(target, source, 0, 10) == 10
+    os.close(source)
+    os.close(target)
+    torch.save({"w": torch.ones(2)}, tmp_path / "t.pt")
+    assert torch.load(tmp_path / "t.pt", mmap=True)["w"].tolist() == [1.0, 1.0]
+    save_file({"x": torch.zeros(2)}, tmp_path / "x.safetensors")
+    assert load_file(tmp_path / "x.safetensors")["x"].tolist() == [0.0, 0.0]
+    with safe_open(tmp_path / "x.safetensors", framework="pt") as f:
+        assert type(f).__module__ == "builtins"  # the Rust class itself, not the rank's stand-in
+    with pa.output_stream(str(tmp_path / "s.bin")) as sink:
+        sink.write(b"arrow")
+    assert pa.memory_map(str(tmp_path / "s.bin"), "r+").read() == b"arrow"
+    assert pafs.LocalFileSystem().get_file_info(str(tmp_path / "s.bin")).size == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy", "copy.bin", "real.bin", "s.bin", "t.pt",
+                                                          "x.safetensors"]
+    assert not os.path.exists("/shared/host-check")

@@ -4,8 +4,10 @@ open file descriptions; a rank process's own table stays empty: its descriptors 
 
 from __future__ import annotations
 
+import os
 import random
 import signal
+from collections.abc import Callable, Mapping
 from random import Random  # for annotations: the Process.random property hides the module there
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -16,6 +18,19 @@ if TYPE_CHECKING:
     from .task import Task
     from .waitqueue import WaitQueue
 
+
+
+TEMP_VARIABLES = ("TMPDIR", "TEMP", "TMP")  # tempfile's candidates from the environment, in its order
+
+
+def named_tempdir(env: Mapping[str, str], isdir: Callable[[str], bool]) -> str:
+    """The temporary directory an environment names, as tempfile.gettempdir() picks it (the first
+    of TEMP_VARIABLES that is a directory, else /tmp), without its test of writing a file there."""
+    for key in TEMP_VARIABLES:
+        value = env.get(key)
+        if value and isdir(value):
+            return os.path.abspath(value)
+    return "/tmp"
 
 class Threads(Protocol):
     """What a process's exit asks of the scheduler (the host's, or a rank process's client of it)."""
@@ -141,6 +156,6 @@ def torchrun_env(base: dict[str, str], *, rank: int, local_rank: int, node: int,
         "TORCHELASTIC_MAX_RESTARTS": "0",
         "OMP_NUM_THREADS": "1",
     })
-    for key in ("TMPDIR", "TEMP", "TMP"):
+    for key in TEMP_VARIABLES:
         env.pop(key, None)  # the launcher's temp dir is a path on another machine
     return env

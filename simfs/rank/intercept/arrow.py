@@ -10,6 +10,7 @@ task). Mapping a file for writing is refused. Another filesystem (s3://, hdfs://
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -101,6 +102,7 @@ def install_filesystems() -> None:
         def open_input_stream(self, path: str) -> Any:
             return self.open_input_file(path)
 
+    @functools.cache  # one for the process: the view keeps no state of its own (each call asks the rank's)
     def simulated() -> Any:
         from ..fsspec_view import SimFileSystem
 

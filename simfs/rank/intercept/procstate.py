@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
+from ...tasks.process import named_tempdir
 from ...tasks.task import Task, current_task
 from .registry import original, patch, patch_function
 
@@ -160,12 +161,7 @@ _real_rng = tempfile._RandomNameSequence.__dict__["rng"]  # type: ignore[attr-de
 
 
 def _gettempdir(task: Task) -> str:
-    env: dict[str, str] = task.context.env
-    for key in ("TMPDIR", "TEMP", "TMP"):
-        value = env.get(key)
-        if value and os.path.isdir(value):
-            return os.path.abspath(value)
-    return "/tmp"
+    return named_tempdir(task.context.env, os.path.isdir)  # (isdir on the rank's simulated machine)
 
 
 def install() -> None:

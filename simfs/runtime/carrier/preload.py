@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Iterator
 
 from ... import _real
+from ...checks import installed
 from ...confinement.confine import confined_here
 from ...confinement.confine import prepare as prepare_confinement
 
@@ -36,7 +36,7 @@ def preload(extra: tuple[str, ...] = ()) -> None:
         with kept():
             if confined_here():  # it may make no directory: torch._dynamo's cache names one that exists
                 os.environ.setdefault(CACHE_DIR, "/")
-            if _installed(name):
+            if installed(name):
                 importlib.import_module(name)
     if "torch.distributed" in sys.modules:  # what a rank process running c10d sets up (simfs/rank/c10d)
         importlib.import_module("simfs.rank.c10d.install").prepare()
@@ -60,13 +60,6 @@ def kept() -> Iterator[None]:
                 del os.environ[key]
         for value in changed.values():
             _remove_if_made(value, started)
-
-
-def _installed(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None  # (imports its parent package)
-    except ImportError:  # its parent package is not installed, or blocked
-        return False
 
 
 def _remove_if_made(path: str, since: float) -> None:
