@@ -61,7 +61,7 @@ def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
     """The searches to run, and a note on the scenarios left out (their libraries not installed)."""
     common: dict[str, Any] = {"nodes": args.nodes, "ranks_per_node": args.ranks_per_node,
                               "examples": args.examples, "seed": args.seed, "watchdog": args.watchdog,
-                              "carrier": args.carrier}
+                              "carrier": args.carrier, "database": args.db}
     jobs = [name for name in args.names if ":" in name]
     if jobs:
         if len(jobs) != len(args.names):
@@ -293,6 +293,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="seed of every search (the same seed finds the same thing)")
     run.add_argument("--report", default=os.path.join("reports", "runs"),
                      help="directory for report.json, report.xml (JUnit) and report.html ('' for none)")
+    run.add_argument("--db", metavar="DIR", default=os.environ.get("SIMFS_DB", os.path.join(".hypothesis", "examples")),
+                     help="the example database: failures found are kept here and replayed first by the next run "
+                          "('' for none; default $SIMFS_DB, else Hypothesis's own directory)")
     run.add_argument("--jobs", type=_count, default=min(os.cpu_count() or 1, 8),
                      help="searches in parallel worker processes (default: one per CPU, at most 8)")
     run.add_argument("--shard", metavar="K/N", help="run only the K-th of N equal shares of the searches")

@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.database import ExampleDatabase
 from hypothesis.errors import HypothesisException
 from hypothesis.strategies import DataObject
 
@@ -21,6 +22,7 @@ from simfs import carriers, checks, plaindata
 from simfs.carriers import CARRIERS
 from simfs.runtime.heap import frozen_heap
 
+from . import database as examples_db
 from . import replaying
 from .example import Example, Execution, execute
 from .finding import Finding, finding_of
@@ -121,7 +123,8 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
             nodes: int, ranks_per_node: int, profile: str | simfs.Profile, faults: str | Iterable[str] = "default",
             crashes: Crashes = False, max_examples: int = 100, seed: int = 0, shrink_time: float = SHRINK_TIME,
             explain: bool = False, isolate: bool = True, watchdog: float = 60.0,
-            carrier: str = carriers.DEFAULT, preload: Iterable[str] = ()) -> Finding:
+            carrier: str = carriers.DEFAULT, preload: Iterable[str] = (),
+            database: examples_db.DatabaseSpec = examples_db.DEFAULT, database_key: bytes | None = None) -> Finding:
     """Search for a run of ``job`` (then ``recover`` on the restarted cluster) where a rank
     raises, hangs, or ``check(result)`` fails; return the minimal one found, or a pass.
 
@@ -145,7 +148,15 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     cluster. "greenlet": every rank a greenlet of the search's one process (confined too, with
     ``isolate``), about 12 times faster per example, for jobs that keep no per-process state
     (simfs's own library): its ranks share every module's globals, the generators of random,
-    numpy and torch, and torch's C++ state."""
+    numpy and torch, and torch's C++ state.
+
+    ``database``: where the search remembers the failures it found (Hypothesis's example database),
+    replaying them first on the next search of the same thing: "default" follows the current
+    Hypothesis settings (under pytest, the project's profile; else `.hypothesis/examples`), a
+    directory, any ``hypothesis.database.ExampleDatabase`` (``MultiplexedDatabase``,
+    ``ReadOnlyDatabase``, ``GitHubArtifactDatabase``...), or None. ``database_key``: the key its
+    examples are kept under (default: a digest of the job's, recover's and check's names, the
+    topology, profile, fault kinds, crashes and carrier; not the seed or the budget)."""
     _check_args(nodes, ranks_per_node, max_examples, seed, shrink_time)
     if crashes not in (False, True, "exhaustive"):
         raise ValueError(f"explore: crashes must be False, True or 'exhaustive', got {crashes!r}")
@@ -154,18 +165,29 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     target = make_target(job, recover=recover, check=check, nodes=nodes, ranks_per_node=ranks_per_node,
                          profile=profile, carrier=carrier, watchdog=watchdog, preload=preload)
     kinds = fault_kinds(faults)
+    db = examples_db.resolve(database)
+    key = examples_db.checked_key(database_key) or examples_db.key_of(target, kinds, crashes)
     if isolate:
         replaying.remember(target)
-        found: Finding = simfs.isolated(_detached_search, target, kinds, crashes, max_examples, seed, shrink_time,
-                                        explain, watchdog=watchdog, processes=carrier == "process")
+        held = examples_db.entries(db, key) if db is not None else None
+        found: Finding
+        ops: list[examples_db.Op]
+        found, ops = simfs.isolated(_detached_search, target, kinds, crashes, max_examples, seed, shrink_time,
+                                    explain, held, key, watchdog=watchdog, processes=carrier == "process")
+        if db is not None:
+            examples_db.apply(db, ops)
         return replace(found, target=target)
-    return _search(target, kinds, crashes, max_examples, seed, shrink_time, explain)
+    return _search(target, kinds, crashes, max_examples, seed, shrink_time, explain, db, key)
 
 
 def _detached_search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
-                     shrink_time: float, explain: bool) -> Finding:
-    """The search in simfs.isolated's child."""
-    return _without_callables(_search(target, kinds, crashes, max_examples, seed, shrink_time, explain))
+                     shrink_time: float, explain: bool, held: examples_db.Entries | None,
+                     key: bytes) -> tuple[Finding, list[examples_db.Op]]:
+    """The search in simfs.isolated's child, with a recorded copy of the database's entries (the
+    child writes no file): the finding and the changes for the caller to make to the database."""
+    recorded = examples_db.Recorded(held) if held is not None else None
+    found = _search(target, kinds, crashes, max_examples, seed, shrink_time, explain, recorded, key)
+    return _without_callables(found), recorded.ops if recorded is not None else []
 
 
 def _without_callables(found: Finding) -> Finding:
@@ -182,7 +204,7 @@ plaindata.register(_detached)
 
 
 def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
-            shrink_time: float, explain: bool) -> Finding:
+            shrink_time: float, explain: bool, database: ExampleDatabase | None = None, key: bytes = b"") -> Finding:
     start = time.perf_counter()
     if crashes == "exhaustive":
         from .exhaustive import exhaust
@@ -193,7 +215,7 @@ def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_exampl
         return finding_of(target, Example(), simple, examples=1, wall=time.perf_counter() - start, found_at=1)
     search = _Search(target, _space(target, kinds, simple), bool(crashes), shrink_time)
     search.examples = 1
-    _hypothesis(search, max_examples, seed, explain)
+    _hypothesis(search, max_examples, seed, explain, database, key)
     if search.internal is not None:
         raise search.internal
     wall = time.perf_counter() - start
@@ -205,15 +227,19 @@ def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_exampl
                       notes=notes)
 
 
-def _hypothesis(search: _Search, max_examples: int, seed: int, explain: bool) -> None:
-    phases = [Phase.generate, Phase.shrink] + ([Phase.explain] if explain else [])
+def _hypothesis(search: _Search, max_examples: int, seed: int, explain: bool, database: ExampleDatabase | None,
+                key: bytes) -> None:
+    phases = [Phase.reuse, Phase.generate, Phase.shrink] + ([Phase.explain] if explain else [])
 
-    @hypothesis_seed(seed)
-    @settings(database=None, max_examples=max_examples, deadline=None, phases=phases,
+    # (settings outside seed: hypothesis.seed alone would turn the database off)
+    @settings(database=database, max_examples=max_examples, deadline=None, phases=phases,
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False)
+    @hypothesis_seed(seed)
     @given(st.data())
     def body(data: DataObject) -> None:
         search.body(data)
+
+    body._hypothesis_internal_database_key = key  # type: ignore[attr-defined]  # (the key Hypothesis reads)
 
     try:
         with frozen_heap():  # collections between examples walk only what the search made

@@ -129,7 +129,7 @@ class Finding:
 
     def record(self) -> FindingRecord:
         return FindingRecord(self.failed, self.description, self.replay, self.examples, self.wall_time,
-                             self.virtual_time, self.failure, list(self.trace))
+                             self.virtual_time, self.failure, list(self.trace), self.found_at)
 
     def __str__(self) -> str:
         if not self.failed:

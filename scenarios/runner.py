@@ -18,6 +18,8 @@ from typing import Any
 import simfs
 from simfs.runtime.carrier import preload
 
+from . import database as examples_db
+from .mix import fault_kinds
 from .outcome import ScenarioOutcome
 from .registry import Expectation
 
@@ -40,6 +42,7 @@ class Task:
     crashes: bool | str = False
     faults: str = "default"
     carrier: str | None = None  # None: a scenario's own carrier; a job's ranks are processes
+    database: str = ""  # the example database's directory ('': none)
 
     @property
     def is_job(self) -> bool:
@@ -53,6 +56,23 @@ class Task:
 
         sc = get(self.scenario)
         return self.examples or sc.max_examples, self.carrier or sc.carrier
+
+    def space(self) -> tuple[int, int, Any, tuple[str, ...]]:
+        """(nodes, ranks per node, crashes, fault kinds): the task's own, else the scenario's."""
+        if self.is_job:
+            return self.nodes or 2, self.ranks_per_node or 2, self.crashes, fault_kinds(self.faults.split(","))
+        from .registry import get
+
+        sc = get(self.scenario)
+        return self.nodes or sc.nodes, self.ranks_per_node or sc.ranks_per_node, sc.crashes, fault_kinds(sc.faults)
+
+    def database_key(self, profile: str | simfs.Profile) -> bytes:
+        """The key its search keeps its examples under: a scenario's by its name, a job's by its specs
+        (found without importing the job), with everything else that fixes the search's space."""
+        nodes, ranks_per_node, crashes, kinds = self.space()
+        job = self.scenario if self.is_job else f"scenario {self.scenario}"
+        return examples_db.key(job, self.recover or "", self.check or "", nodes, ranks_per_node,
+                               simfs.profiles.get(profile), kinds, crashes, self.budget()[1])
 
     def weight(self) -> int:
         """What the search should cost, relatively: its examples, seven times over when its ranks
@@ -139,36 +159,37 @@ def load_profile(spec: str) -> str | simfs.Profile:
     return simfs.Profile.load(spec)
 
 
-def _search(task: Task, profile: str | simfs.Profile) -> ScenarioOutcome:
+def _search(task: Task, profile: str | simfs.Profile, held: examples_db.Entries | None,
+            key: bytes) -> tuple[ScenarioOutcome, list[examples_db.Op]]:
+    """The task's search in simfs.isolated's child, with a recorded copy of the database's entries
+    (``held``; None: no database): its outcome and the changes for the worker to make to the database."""
     from .explore import explore
     from .registry import get
 
     start = time.perf_counter()
     examples, carrier = task.budget()
+    nodes, rpn, crashes, kinds = task.space()
     if task.is_job:
         job = load_callable(task.scenario)
         recover = load_callable(task.recover) if task.recover else None
         check = load_callable(task.check) if task.check else None
-        nodes, rpn = task.nodes or 2, task.ranks_per_node or 2
-        crashes: Any = task.crashes
-        faults: Any = task.faults.split(",")
         family, expected = "job", _PASS
         preload: tuple[str, ...] = ()
     else:
         sc = get(task.scenario)
-        job, recover, check, crashes, faults = sc.job, sc.recover, sc.check, sc.crashes, sc.faults
-        preload = sc.preload
-        nodes, rpn = task.nodes or sc.nodes, task.ranks_per_node or sc.ranks_per_node
+        job, recover, check, preload = sc.job, sc.recover, sc.check, sc.preload
         family, expected = sc.family, sc.expect.get(task.profile, _PASS)
+    recorded = examples_db.Recorded(held) if held is not None else None
     finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn,
-                      profile=profile, faults=faults, crashes=crashes, max_examples=examples, seed=task.seed,
-                      carrier=carrier, preload=preload if carrier == "process" else (),
-                      isolate=False)  # (run_task already runs this in simfs.isolated's child)
+                      profile=profile, faults=kinds, crashes=crashes, max_examples=examples, seed=task.seed,
+                      carrier=carrier, preload=preload if carrier == "process" else (), database=recorded,
+                      database_key=key, isolate=False)  # (run_task already runs this in simfs.isolated's child)
     return ScenarioOutcome(
         scenario=task.scenario, profile=task.profile, family=family, expected=expected,
         verdict="fail" if finding.failed else "pass", examples=finding.examples,
         virtual_time=finding.virtual_time, wall_time=time.perf_counter() - start,
-        finding=finding.record() if finding.failed else None, carrier=carrier)
+        finding=finding.record() if finding.failed else None, carrier=carrier), \
+        recorded.ops if recorded is not None else []
 
 
 def run_task(task: Task) -> ScenarioOutcome:
@@ -184,9 +205,16 @@ def run_task(task: Task) -> ScenarioOutcome:
             preload()  # what rank processes start with (torch._dynamo...): here, once, not in each child
         _read_local_constants()
         specs = [spec for spec in (task.scenario, task.recover, task.check) if spec] if task.is_job else []
-        outcome: ScenarioOutcome = simfs.isolated(_search, task, load_profile(task.profile), watchdog=task.watchdog,
-                                                  readable=readable_for(specs),
-                                                  processes=task.budget()[1] == "process")
+        profile = load_profile(task.profile)
+        database = examples_db.resolve(task.database or None, "--db")
+        key = task.database_key(profile)
+        held = examples_db.entries(database, key) if database is not None else None
+        outcome: ScenarioOutcome
+        ops: list[examples_db.Op]
+        outcome, ops = simfs.isolated(_search, task, profile, held, key, watchdog=task.watchdog,
+                                      readable=readable_for(specs), processes=task.budget()[1] == "process")
+        if database is not None:
+            examples_db.apply(database, ops)
         return outcome
     except (simfs.Stalled, simfs.SimfsError, ValueError, TypeError, ImportError, OSError) as exc:
         return ScenarioOutcome(scenario=task.scenario, profile=task.profile, family="", expected="pass",

@@ -85,3 +85,26 @@ def resume() -> int | None:
         if f.read() != _shard(step, rank):
             raise RuntimeError(f"checkpoint step-{step} is incomplete")
     return step
+
+
+def reads_before_the_write() -> None:
+    """Rank 3 asks for the file rank 0 writes without waiting for it: fails only in the
+    interleavings where rank 3 asks first, which the search takes a few examples to reach."""
+    if dist.get_rank() == 0:
+        with open("/shared/flag", "w") as f:
+            f.write("written")
+    elif dist.get_rank() == 3:
+        for _ in range(3):
+            os.listdir("/shared")
+        assert os.path.exists("/shared/flag"), "rank 3 asked before rank 0 wrote"
+    dist.barrier()
+
+
+def reads_after_the_write() -> None:
+    """The fix: rank 3 asks after a barrier."""
+    if dist.get_rank() == 0:
+        with open("/shared/flag", "w") as f:
+            f.write("written")
+    dist.barrier()
+    if dist.get_rank() == 3:
+        assert os.path.exists("/shared/flag")

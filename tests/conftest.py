@@ -16,12 +16,18 @@ from typing import NoReturn
 import pytest
 from hypothesis import HealthCheck, settings
 
+# no example database: tests search the same jobs on the same profiles in parallel workers and
+# count their examples, which a failure remembered from another test or an earlier run would change
+# (tests/test_database.py checks the database with databases of its own); SIMFS_DB is `simfs run
+# --db`'s default, for the CLI tests here and in their subprocesses
 settings.register_profile(
-    "ci", derandomize=True, deadline=None, max_examples=40, print_blob=True,
+    "ci", derandomize=True, deadline=None, max_examples=40, print_blob=True, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.register_profile("dev", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", deadline=None, max_examples=60, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+os.environ["SIMFS_DB"] = ""
 
 # the carrier of tests that check the filesystem model (or code that keeps no per-process state),
 # which runs in the host on either carrier: greenlet ranks check it several times faster than rank

@@ -41,3 +41,11 @@ def test_the_stacks_example_runs_as_written(capsys: pytest.CaptureFixture[str]) 
     namespace: dict[str, object] = {"__name__": "readme_example"}
     exec(compile(block, "README.md", "exec"), namespace)
     assert "{0: 0, 1: 1, 2: 2, 3: 3}" in capsys.readouterr().out
+
+
+def test_the_shared_database_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (block,) = _blocks("ReadOnlyDatabase(shared)")
+    monkeypatch.chdir(tmp_path)  # its databases are directories relative to the current one
+    namespace: dict[str, object] = {"__name__": "readme_example"}
+    exec(compile(block, "README.md", "exec"), namespace)  # it asserts the shared failure came first
+    assert (tmp_path / "ci-db").is_dir() and (tmp_path / ".hypothesis" / "examples").is_dir()
