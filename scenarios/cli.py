@@ -47,21 +47,29 @@ def _count(text: str) -> int:
     return value
 
 
-def _seconds(text: str) -> float:
+def _in_seconds(text: str, *, zero: bool) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not 0 < value <= 86400:
-        raise argparse.ArgumentTypeError(f"must be in (0, 86400] seconds, got {value:g}")
+    if not (value >= 0 if zero else value > 0) or value > 86400:
+        raise argparse.ArgumentTypeError(f"must be in {'[' if zero else '('}0, 86400] seconds, got {value:g}")
     return value
+
+
+def _seconds(text: str) -> float:
+    return _in_seconds(text, zero=False)
+
+
+def _shrink_seconds(text: str) -> float:
+    return _in_seconds(text, zero=True)
 
 
 def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
     """The searches to run, and a note on the scenarios left out (their libraries not installed)."""
     common: dict[str, Any] = {"nodes": args.nodes, "ranks_per_node": args.ranks_per_node,
                               "examples": args.examples, "seed": args.seed, "watchdog": args.watchdog,
-                              "carrier": args.carrier, "database": args.db}
+                              "carrier": args.carrier, "database": args.db, "shrink_time": args.shrink_time}
     jobs = [name for name in args.names if ":" in name]
     if jobs:
         if len(jobs) != len(args.names):
@@ -296,6 +304,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--db", metavar="DIR", default=os.environ.get("SIMFS_DB", os.path.join(".hypothesis", "examples")),
                      help="the example database: failures found are kept here and replayed first by the next run "
                           "('' for none; default $SIMFS_DB, else Hypothesis's own directory)")
+    run.add_argument("--shrink-time", type=_shrink_seconds, default=10.0, metavar="SECONDS",
+                     help="wall seconds each failing search may spend shrinking its counterexample (0: none)")
     run.add_argument("--jobs", type=_count, default=min(os.cpu_count() or 1, 8),
                      help="searches in parallel worker processes (default: one per CPU, at most 8)")
     run.add_argument("--shard", metavar="K/N", help="run only the K-th of N equal shares of the searches")

@@ -43,6 +43,7 @@ class Task:
     faults: str = "default"
     carrier: str | None = None  # None: a scenario's own carrier; a job's ranks are processes
     database: str = ""  # the example database's directory ('': none)
+    shrink_time: float = 10.0  # wall seconds a failing search may shrink (the pytest plugin's budget)
 
     @property
     def is_job(self) -> bool:
@@ -182,8 +183,9 @@ def _search(task: Task, profile: str | simfs.Profile, held: examples_db.Entries 
     recorded = examples_db.Recorded(held) if held is not None else None
     finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn,
                       profile=profile, faults=kinds, crashes=crashes, max_examples=examples, seed=task.seed,
-                      carrier=carrier, preload=preload if carrier == "process" else (), database=recorded,
-                      database_key=key, isolate=False)  # (run_task already runs this in simfs.isolated's child)
+                      shrink_time=task.shrink_time, carrier=carrier, preload=preload if carrier == "process" else (),
+                      database=recorded, database_key=key,
+                      isolate=False)  # (run_task already runs this in simfs.isolated's child)
     return ScenarioOutcome(
         scenario=task.scenario, profile=task.profile, family=family, expected=expected,
         verdict="fail" if finding.failed else "pass", examples=finding.examples,

@@ -77,6 +77,16 @@ def test_bad_input_exits_2_naming_it(in_tmp: Path, capsys: pytest.CaptureFixture
     assert err.startswith("simfs: error:") and fragment in err
 
 
+@pytest.mark.parametrize(("flag", "value", "says"), [("--watchdog", "0", "(0, 86400] seconds"),
+                                                     ("--shrink-time", "-1", "[0, 86400] seconds"),
+                                                     ("--shrink-time", "soon", "number of seconds")])
+def test_seconds_are_checked(in_tmp: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str,
+                             says: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["run", f"{JOBS}:rank0_makedirs", flag, value])
+    assert info.value.code == 2 and says in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flag", ["--examples", "--nodes", "--ranks-per-node", "--jobs"])
 def test_counts_must_be_at_least_one(in_tmp: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
     with pytest.raises(SystemExit) as info:
