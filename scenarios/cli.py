@@ -96,8 +96,10 @@ def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
                          f"scenarios declare their expected verdicts per built-in profile")
     if args.profile:
         simfs.profiles.get(args.profile)
-    tasks = [Task(sc.name, profile, **common) for sc in chosen for profile in sc.profiles
-             if args.profile in (None, profile)]
+    if args.quick and args.profile:
+        raise ValueError("--quick picks each scenario's profiles; give --quick or --profile, not both")
+    tasks = [Task(sc.name, profile, **common) for sc in chosen
+             for profile in (sc.quick_profiles() if args.quick else sc.profiles) if args.profile in (None, profile)]
     if not tasks:
         raise ValueError(f"no scenario runs on profile {args.profile!r}; `simfs list` shows each one's profiles")
     return tasks, note
@@ -301,6 +303,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="seed of every search (the same seed finds the same thing)")
     run.add_argument("--report", default=os.path.join("reports", "runs"),
                      help="directory for report.json, report.xml (JUnit) and report.html ('' for none)")
+    run.add_argument("--quick", action="store_true",
+                     help="each scenario on one profile per verdict it expects (a shared filesystem where it can)")
     run.add_argument("--db", metavar="DIR", default=os.environ.get("SIMFS_DB", os.path.join(".hypothesis", "examples")),
                      help="the example database: failures found are kept here and replayed first by the next run "
                           "('' for none; default $SIMFS_DB, else Hypothesis's own directory)")

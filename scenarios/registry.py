@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from simfs import Result, carriers
+from simfs import Result, carriers, profiles
 from simfs.carriers import CARRIERS
 from simfs.checks import installed
 
@@ -41,6 +41,15 @@ class Scenario:
     @property
     def profiles(self) -> list[str]:
         return list(self.expect)
+
+    def quick_profiles(self) -> list[str]:
+        """One profile per verdict it expects (`simfs run --quick`): the first listed that is a
+        shared filesystem, else the first listed."""
+        chosen: dict[str, str] = {}
+        for name, verdict in self.expect.items():
+            if verdict not in chosen or (profiles.get(chosen[verdict]).on_node and not profiles.get(name).on_node):
+                chosen[verdict] = name
+        return [name for name in self.expect if name in chosen.values()]
 
     def missing(self) -> list[str]:
         """The libraries it needs that are not installed here."""

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 import pytest
 
+import simfs
 from scenarios.cli import main
 from scenarios.outcome import decode
 
@@ -229,3 +230,29 @@ def test_merging_refuses_what_is_not_one_run(tmp_path: Path, capsys: pytest.Capt
         assert main(["report", "merge", *reports, "--report", str(tmp_path / "out")]) == 2
         assert fragment in capsys.readouterr().err
     assert main(["report", "merge", one, two, "--report", str(tmp_path / "out")]) == 0
+
+
+def test_quick_runs_each_verdict_once_on_a_shared_filesystem_where_it_can() -> None:
+    from scenarios.cli import _tasks, parser
+    from scenarios.registry import all_scenarios
+
+    quick, _ = _tasks(parser().parse_args(["run", "--quick"]))
+    whole, _ = _tasks(parser().parse_args(["run"]))
+    assert len(quick) < len(whole) / 2
+    chosen: dict[str, list[str]] = {}
+    for task in quick:
+        chosen.setdefault(task.scenario, []).append(task.profile)
+    installed = {sc.name: sc for sc in all_scenarios() if not sc.missing()}
+    assert set(chosen) == set(installed)  # every scenario still runs
+    for name, profiles in chosen.items():
+        expect = installed[name].expect
+        verdicts = [expect[p] for p in profiles]
+        assert sorted(verdicts) == sorted(set(expect.values())), name  # each verdict once
+        for profile, verdict in zip(profiles, verdicts):
+            shared = [p for p, v in expect.items() if v == verdict and not simfs.profiles.get(p).on_node]
+            assert profile == (shared[0] if shared else next(p for p, v in expect.items() if v == verdict)), name
+
+
+def test_quick_and_a_profile_are_refused_together(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--quick", "--profile", "nfs", "--report", ""]) == 2
+    assert "--quick or --profile" in capsys.readouterr().err
