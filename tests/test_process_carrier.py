@@ -365,7 +365,8 @@ def test_a_host_holding_more_than_1023_descriptors_serves_its_ranks(capfd: pytes
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert result.ok and result.returns == {0: 7, 1: 7}, result.summary()
-    assert capfd.readouterr().out.count("printed by the rank") == 2
+    assert [out.stdout for out in result.output.values()] == ["printed by the rank\n"] * 2
+    assert "printed by the rank" not in capfd.readouterr().out  # kept with the result, not on the console
 
 
 def _nulled_descriptors() -> int:
@@ -450,7 +451,8 @@ def _logs_a_warning() -> bool:
 
 def test_a_log_handler_made_on_the_hosts_console_writes_to_the_ranks(capfd: pytest.CaptureFixture[str]) -> None:
     """A library adds its handler on sys.stderr at import (transformers does): imported before the
-    ranks start (Cluster's preload), each rank's records reach its own console, as under torchrun."""
+    ranks start (Cluster's preload), each rank's records reach its own console, as under torchrun,
+    which the result keeps (nothing reaches the host's)."""
     import logging
 
     logger = logging.getLogger("simfs-test-library")
@@ -461,4 +463,5 @@ def test_a_log_handler_made_on_the_hosts_console_writes_to_the_ranks(capfd: pyte
     finally:
         logger.removeHandler(handler)
     assert result.ok, result.summary()
-    assert capfd.readouterr().err.count("a warning from the rank") == 2
+    assert [out.stderr.count("a warning from the rank") for out in result.output.values()] == [1, 1]
+    assert "a warning from the rank" not in capfd.readouterr().err
