@@ -146,3 +146,21 @@ def test_ranks_in_words() -> None:
     assert ranks_words([3]) == "rank 3"
     assert ranks_words([0, 1, 2, 3]) == "ranks 0-3"
     assert ranks_words([5, 0, 2, 6, 7]) == "ranks 0, 2, 5-7"
+
+
+def test_a_findings_account_shows_the_failing_examples_output() -> None:
+    """What a failing search prints (and the pytest plugin's failure shows): the counterexample's
+    output, each distinct warning once with its count and ranks."""
+    from _output_jobs import warns_and_races
+
+    import scenarios
+
+    finding = scenarios.explore(warns_and_races, nodes=2, ranks_per_node=2, profile="beegfs", max_examples=20, seed=0)
+    assert finding.failed
+    text = str(finding)
+    assert text.count("a rank warns at every example") == 1
+    assert "output of the ranks (the job):\n  warning (4 times, ranks 0-3): " in text
+    assert "  rank 3 stdout:\n    printed by a rank at every example" in text
+    record = finding.record()
+    assert [(w.count, w.ranks) for w in record.warnings] == [(4, [0, 1, 2, 3])]
+    assert len(record.output) == 4
