@@ -18,7 +18,6 @@ what a crash can lose stays bounded by the dirty limit.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, cast
@@ -99,10 +98,9 @@ class Journal:
 
     def __init__(self, *, omit_one: bool, torn_sector: int, entries_durable_at_op: bool,
                  live: Callable[[int], Inode | None], clock: Callable[[], float],
-                 persistence: Persistence = MODELS["posix"], flusher: Flusher | None = None) -> None:
+                 flusher: Flusher, persistence: Persistence = MODELS["posix"]) -> None:
         self.model = persistence
-        # no flusher given: data stays dirty until an fsync (nothing wakes, no threshold)
-        self.flusher = flusher or Flusher(expire=math.inf, interval=0.0, background=math.inf)
+        self.flusher = flusher
         self.omit_one = omit_one
         self.torn_sector = torn_sector
         self.entries_durable_at_op = entries_durable_at_op
