@@ -4,7 +4,8 @@
 
 Measures, as medians of several runs: simulated filesystem operations per wall second (one
 core), the 1024-rank job and how its time grows when ranks double, virtual/wall time in a
-lag-dominated job, and sequential write throughput; real local-disk figures alongside."""
+lag-dominated job, and sequential write throughput; real local-disk figures alongside. The peak
+memory of a rewrite is rewrite_rss.py's."""
 
 from __future__ import annotations
 
@@ -99,18 +100,7 @@ def barrier_job() -> None:
     dist.barrier()
 
 
-# Run in a fresh interpreter: peak RSS of one job, or stat ops/s without the audit-hook backstop.
-_REWRITE = """
-import simfs
-def job():
-    data = b"x" * (16 << 20)
-    for _ in range(128):
-        with open("/shared/big", "wb") as f:  # rewritten, never fsynced
-            f.write(data)
-assert simfs.Cluster(profile={profile!r}, carrier="greenlet", isolate=False).run(job).ok
-# VmHWM: this process image's peak (ru_maxrss would carry the forking parent's peak across exec)
-print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024)
-"""
+# Run in a fresh interpreter: stat ops/s without the audit-hook backstop.
 _NO_BACKSTOP = """
 import os, time, simfs, simfs.rank.intercept.audit as audit
 audit.install = lambda: None  # as simfs was before the audit hook
@@ -215,13 +205,6 @@ def main() -> None:
                  f"real disk + fsync: {disk:,.0f}"])
     rows.append([f"simulated sequential write, {WRITE_MB} MiB (MB/s), local", f"{local:,.0f}", ">= 200", ""])
     data["write_mb_s"] = {"nfs": nfs_samples, "local": local_samples, "real_disk": disk}
-
-    for profile in ("local", "nfs"):
-        rss, rss_samples = median_of(min(args.repeats, 3),
-                                     lambda p=profile: in_fresh_python(_REWRITE.format(profile=p)))
-        rows.append([f"peak RSS, 16 MiB file rewritten 128 times without fsync (MB), {profile}", f"{rss:.0f}",
-                     "< 150", "a whole process: Python, simfs and the job's 16 MiB"])
-        data.setdefault("rewrite_peak_rss_mb", {})[profile] = rss_samples
 
     markdown = f"## simfs speed\n\nMedians of {args.repeats} runs.\n\n" + table(
         ["what", "measured", "target", "context"], rows)

@@ -124,6 +124,21 @@ class Profile:
                  "(`simfs profiles NAME` lists its rules and sources): 'posix' only what fsync promises; 'ext4' "
                  "(data=ordered, auto_da_alloc) and 'xfs' keep metadata operations in order and commit them all "
                  "at any fsync")
+    dirty_expire: float = _param(
+        30.0, "seconds data may stay dirty in the disk's page cache: the flusher writes back every file first "
+              "dirtied longer ago, after which no crash loses it (Documentation/admin-guide/sysctl/vm.rst "
+              "dirty_expire_centisecs, default 3000; fs/fs-writeback.c wb_check_old_data_flush); inf: never")
+    dirty_writeback: float = _param(
+        5.0, "seconds between the flusher's wakeups, which write back what expired (vm.rst "
+             "dirty_writeback_centisecs, default 500; 0 disables periodic writeback, as in the kernel)")
+    dirty_background_bytes: float = _param(
+        0.1 * GiB, "dirty bytes on the disk past which the flusher writes back at once, oldest dirtied files "
+                   "first, until they are below again (vm.rst dirty_background_bytes; mm/page-writeback.c "
+                   "balance_dirty_pages -> wb_start_background_writeback). The kernel's default is "
+                   "dirty_background_ratio = 10 percent of the dirtyable memory; simfs models no node memory and "
+                   "takes 10 percent of 1 GiB, a bound on what a crash can lose and on a run's memory (set 10 "
+                   "percent of your node's free and reclaimable memory, or its vm.dirty_background_bytes; inf: "
+                   "no threshold)")
     crash_order: Literal["prefix", "omit_one"] = _param(
         "prefix", "which unsynced operations a server crash keeps: a prefix, or a prefix with one omitted (an "
                   "ordered persistence model: of the unsynced writes)")

@@ -34,7 +34,8 @@ ENUMS = {
 }
 BOOLS = ("lookup_tied_to_parent", "eexist_drops_entry", "cto", "dir_rename", "silly_rename", "on_node")
 TTL_PAIRS = (("acregmin", "acregmax"), ("acdirmin", "acdirmax"))
-NUMBERS = ("positive_ttl", "negative_ttl", "mtime_granularity", "capacity", "rpc_latency", "local_latency")
+NUMBERS = ("positive_ttl", "negative_ttl", "mtime_granularity", "capacity", "rpc_latency", "local_latency",
+           "dirty_expire", "dirty_writeback", "dirty_background_bytes")
 BOUNDED = {"mtime_granularity": 3600.0, "rpc_latency": 3600.0, "local_latency": 3600.0}  # seconds, at most
 STRINGS = ("name", "notes")
 

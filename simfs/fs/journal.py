@@ -9,7 +9,10 @@ and file data another, which persists on its own (a prefix, one omitted, the las
 data that ``auto_da_alloc`` pushes out joins the metadata stream where it was pushed. Data lives
 in a page cache until written back, so a write that overwrites bytes an earlier unsynced write put
 there replaces them: the earlier version can no longer reach the disk, and memory grows with live
-data plus what a crash can still lose, not with bytes ever written.
+data plus what a crash can still lose, not with bytes ever written. The kernel's flusher
+(flusher.py) writes data back after ``dirty_expire`` seconds, or at once when the disk's dirty
+bytes pass ``dirty_background_bytes``: written back, it is durable as an fsync would leave it, so
+what a crash can lose stays bounded by the dirty limit.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, cast
 
+from .flusher import Flusher
 from .inode import DIR, FILE, ROOT, Inode
 from .persistence import MODELS, Persistence
 
@@ -94,8 +98,9 @@ class Journal:
 
     def __init__(self, *, omit_one: bool, torn_sector: int, entries_durable_at_op: bool,
                  live: Callable[[int], Inode | None], clock: Callable[[], float],
-                 persistence: Persistence = MODELS["posix"]) -> None:
+                 flusher: Flusher, persistence: Persistence = MODELS["posix"]) -> None:
         self.model = persistence
+        self.flusher = flusher
         self.omit_one = omit_one
         self.torn_sector = torn_sector
         self.entries_durable_at_op = entries_durable_at_op
@@ -126,6 +131,7 @@ class Journal:
 
     # -- recording -------------------------------------------------------------------------
     def entry(self, unit: EntryUnit) -> None:
+        self.catch_up()
         self.version += 1
         if self.entries_durable_at_op:
             if self.model.ordered_metadata:  # the server commits the journal: earlier metadata with it
@@ -136,13 +142,18 @@ class Journal:
 
     def write(self, ino: int, offset: int, data: bytes) -> None:
         if data:
+            self.catch_up()
             self.version += 1
             self._supersede(ino, offset, offset + len(data))
             self._append(DataUnit(ino, offset, data), self._by_ino, ino)
             lo, hi = self._span.get(ino, (offset, offset))
             self._span[ino] = (min(lo, offset), max(hi, offset + len(data)))
+            self.flusher.dirty(ino, len(data), self._clock())
+            for dirty in self.flusher.over():  # past dirty_background_bytes: written back at once
+                self._commit(dirty)
 
     def truncate(self, ino: int, size: int) -> None:
+        self.catch_up()
         self.version += 1
         self._supersede(ino, size, None)
         self._append(DataUnit(ino, 0, None, size), self._by_ino, ino)
@@ -152,12 +163,14 @@ class Journal:
     def replacing(self, ino: int) -> None:
         """``ino`` is renamed over an existing file: with auto_da_alloc its pending data persists
         before the rename (fs/ext4/namei.c ext4_rename -> ext4_alloc_da_blocks)."""
+        self.catch_up()
         if self.model.auto_da_alloc:
             self._force(ino)
 
     def closed(self, ino: int) -> None:
         """A close of ``ino``: with auto_da_alloc, a file truncated to zero since its last close
         has its pending data pushed ahead of later metadata (fs/ext4/file.c ext4_release_file)."""
+        self.catch_up()
         if ino in self._truncated_to_zero:
             self._truncated_to_zero.discard(ino)
             self._force(ino)
@@ -209,9 +222,15 @@ class Journal:
             unit = self._pending.get(seq)
             if unit is None:
                 continue  # persisted by a journal commit (an ordered model)
-            if self._is_write(unit) and not self._trim(cast(DataUnit, unit), start, end):
-                del self._pending[seq]
-                continue
+            if self._is_write(unit):
+                write = cast(DataUnit, unit)
+                assert write.data is not None  # a write's
+                was = len(write.data)
+                if not self._trim(write, start, end):
+                    del self._pending[seq]
+                    self.flusher.clean(ino, was)
+                    continue
+                self.flusher.clean(ino, was - len(write.data))
             kept.append(seq)
         self._by_ino[ino] = kept
 
@@ -235,7 +254,12 @@ class Journal:
     # -- making durable ----------------------------------------------------------------------
     def commit(self, ino: int) -> None:
         """fsync of a file (or an NFS COMMIT): its data is durable (an ordered model: with every
-        metadata operation so far, as the journal commits)."""
+        metadata operation so far, as the journal commits). The flusher's writeback of a file
+        leaves the same: its data written, and under an ordered model the journal committed."""
+        self.catch_up()
+        self._commit(ino)
+
+    def _commit(self, ino: int) -> None:
         self.version += 1
         self._span.pop(ino, None)
         seqs = self._by_ino.pop(ino, [])
@@ -249,6 +273,7 @@ class Journal:
     def sync_dir(self, ino: int) -> None:
         """fsync of a directory: its entries are durable (an ordered model: every metadata
         operation so far, as the journal commits)."""
+        self.catch_up()
         self.version += 1
         seqs = self._by_dir.pop(ino, [])
         if self.model.ordered_metadata:
@@ -256,16 +281,28 @@ class Journal:
         self._persist_seqs(seqs)
 
     def pending_count(self) -> int:
+        self.catch_up()
         return len(self._pending)
 
     def pending_bytes(self) -> int:
-        return sum(len(u.data) for u in self._pending.values() if isinstance(u, DataUnit) and u.data is not None)
+        """Bytes of unsynced writes: what the page cache holds dirty (and, under an ordered model,
+        written out but not yet committed by the journal)."""
+        self.catch_up()
+        return self.flusher.total
+
+    def catch_up(self) -> None:
+        """Write back what the flusher's wakeups up to now wrote back (nothing else changes the
+        journal between two of its calls, so doing it now leaves what doing it then did)."""
+        for ino in self.flusher.expired(self._clock()):
+            self._commit(ino)
 
     def _persist_seqs(self, seqs: list[int]) -> None:
         for seq in seqs:
             unit = self._pending.pop(seq, None)
             if unit is None:
                 continue
+            if isinstance(unit, DataUnit) and unit.data is not None:
+                self.flusher.clean(unit.ino, len(unit.data))
             if isinstance(unit, EntryUnit) and unit.group:
                 together = [s for s, u in self._pending.items() if isinstance(u, EntryUnit) and u.group == unit.group]
                 self._persist_entries([unit, *(cast(EntryUnit, self._pending.pop(s)) for s in together)],
@@ -290,6 +327,7 @@ class Journal:
     def discard(self, ino: int) -> None:
         """The inode is gone from the volatile layer: its unsynced data can never reach the disk
         (the page cache drops the pages of a deleted file)."""
+        self.catch_up()
         self.version += 1
         if ino in self._span:
             self._supersede(ino, 0, None)
@@ -350,6 +388,7 @@ class Journal:
 
     def draw(self, draws: Draws) -> CrashState:
         """One crash state, drawn: how many persisted, which one omitted, where the last tore."""
+        self.catch_up()
         meta, writes = self._streams()
         kept = draws.choose(len(meta) + 1) if meta else 0
         if not self.model.ordered_metadata:
@@ -373,6 +412,7 @@ class Journal:
 
     def states(self) -> Iterator[CrashState]:
         """Every crash state the model allows (not deduplicated), simplest first."""
+        self.catch_up()
         meta, writes = self._streams()
         if not self.model.ordered_metadata:
             for kept in range(len(meta) + 1):
@@ -402,6 +442,7 @@ class Journal:
         """Crash states that leave different durable images, simplest first, at most ``limit``,
         each with a digest of its image (equal digests: equal images). Asked again with nothing
         changed since (an exhaustive walk asks before every operation), the same list."""
+        self.catch_up()
         if self._distinct is not None and self._distinct[:2] == (self.version, limit):
             return list(self._distinct[2])
         seen: set[bytes] = set()
@@ -422,6 +463,7 @@ class Journal:
 
     def apply(self, state: CrashState) -> str:
         """Crash: persist what ``state`` keeps, drop the rest; returns a one-line summary."""
+        self.catch_up()
         self.version += 1
         streams = meta, writes = self._streams()
         self._apply(state, self.durable, streams)
@@ -430,12 +472,14 @@ class Journal:
         self._by_ino.clear()
         self._span.clear()
         self._truncated_to_zero.clear()
+        self.flusher.clear()
         return state.describe(len(meta), len(writes))
 
     def crashed_from(self, other: Journal, state: CrashState) -> str:
         """Become ``other`` after a crash that keeps ``state`` (``other`` is left as it is): its
         durable image with what ``state`` persists, in inodes of this journal's own, and nothing
         pending. Returns the crash's summary."""
+        other.catch_up()
         self.version += 1
         streams = meta, writes = other._streams()
         image = _CopyOnWrite(other.durable)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from ..choices import ChoiceSource
 from ..profiles import Profile
 from . import persistence
+from .flusher import Flusher
 from .inode import DIR, FILE, LINK, ROOT, Attr, Change, Inode, fs_error
 from .journal import CrashState, EntryUnit, Journal
 
@@ -41,7 +42,9 @@ class Server:
         self.inodes: dict[int, Inode] = {ROOT: Inode(ROOT, DIR, 0o755, clock())}
         self.journal = Journal(omit_one=profile.crash_order == "omit_one", torn_sector=profile.torn_sector,
                                entries_durable_at_op=profile.entry_durable == "op", live=self._live,
-                               clock=clock, persistence=persistence.get(profile.persistence))
+                               clock=clock, persistence=persistence.get(profile.persistence),
+                               flusher=Flusher(expire=profile.dirty_expire, interval=profile.dirty_writeback,
+                                               background=profile.dirty_background_bytes))
         self._next_ino = ROOT + 1
         self._group = 0
         self.open_refs: dict[int, int] = {}
@@ -170,7 +173,8 @@ class Server:
 
     def generation(self) -> tuple[int, int]:
         """Equal generations: nothing changed on this server in between (a new inode number
-        comes with a new inode, which counts as a change)."""
+        comes with a new inode, which counts as a change; so does the flusher's writeback)."""
+        self.journal.catch_up()
         return self.journal.version, self.changes
 
     def copy_key(self, state: CrashState) -> tuple[tuple[int, int], CrashState, float | None]:
