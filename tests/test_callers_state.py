@@ -44,7 +44,9 @@ def _fresh(code: str, tmp: Path) -> dict:
     return json.loads(lines[-1][7:])  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("way", sorted(RUNS))
+# (rank processes and a confined search: a fresh interpreter importing torch each, run by .ci/run)
+@pytest.mark.parametrize("way", [pytest.param(way, marks=pytest.mark.slow) if way in ("explore", "process") else way
+                                 for way in sorted(RUNS)])
 def test_a_first_run_leaves_the_callers_environment_and_files(way: str, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     tmp = tmp_path / "tmp"
@@ -70,6 +72,7 @@ def test_a_first_run_leaves_the_callers_environment_and_files(way: str, tmp_path
     assert out["left"] == []
 
 
+@pytest.mark.slow  # simfs run in a fresh interpreter: run by .ci/run
 def test_simfs_run_leaves_the_temporary_directory(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     tmp = tmp_path / "tmp"

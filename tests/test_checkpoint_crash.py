@@ -79,6 +79,7 @@ def resume_latest() -> int:
     return latest
 
 
+@pytest.mark.slow  # 8 ranks, a drawn crash in most examples: run by .ci/run
 @pytest.mark.parametrize("profile", PROFILES)
 def test_drawn_crashes_during_8_rank_saves_and_rotations_resume_from_a_loadable_latest(profile: str) -> None:
     finding = scenarios.explore(rotating_saves, recover=resume_latest, crashes=True, nodes=2, ranks_per_node=4,
@@ -87,6 +88,7 @@ def test_drawn_crashes_during_8_rank_saves_and_rotations_resume_from_a_loadable_
     assert finding.examples >= 25
 
 
+@pytest.mark.slow  # a search with crashes over 8 ranks: run by .ci/run
 def test_the_search_finds_a_mix_when_the_old_files_are_removed_before_the_commit() -> None:
     """The property can fail: a job that deletes the old checkpoint before saving the new one
     leaves nothing loadable if it crashes in between."""

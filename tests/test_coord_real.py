@@ -18,6 +18,8 @@ import pytest
 import coord
 from _procs import error_of, run_procs
 
+pytestmark = pytest.mark.slow  # real gloo processes: left out of README's test command, run by .ci/run
+
 WORLD = 4
 NODES = 2
 BIG = 9 << 20  # > 8 MiB: more than one default sync chunk, more than typical socket buffers

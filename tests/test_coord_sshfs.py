@@ -22,7 +22,7 @@ import pytest
 import coord
 from _procs import error_of, run_procs
 
-pytestmark = pytest.mark.sshfs
+pytestmark = [pytest.mark.sshfs, pytest.mark.slow]  # (slow: real mounts, left out of README's test command)
 
 
 @pytest.fixture

@@ -75,6 +75,7 @@ def third_party_imports() -> dict[str, set[str]]:
     return found
 
 
+@pytest.mark.slow  # imports every test and benchmark module's dependencies: run by .ci/run
 def test_tests_benchmarks_and_ci_import_only_what_the_test_extra_installs() -> None:
     declared = installed_with("test")
     owners = importlib.metadata.packages_distributions()

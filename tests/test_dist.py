@@ -213,6 +213,7 @@ def test_scatter_object_list() -> None:
     assert returns == {0: ({"for": 0}, False), 1: ({"for": 1}, False), 2: ({"for": 2}, False)}
 
 
+@pytest.mark.slow  # a Hypothesis property over rank processes: run by .ci/run
 @given(objs=st.lists(st.recursive(st.none() | st.integers() | st.text(max_size=5),
                                   lambda c: st.lists(c, max_size=3)
                                   | st.dictionaries(st.text(max_size=3), c, max_size=3),
@@ -247,6 +248,7 @@ def reduce_job(rows: list[list[float]], op: str) -> list[float]:
     return t.tolist()
 
 
+@pytest.mark.slow  # a Hypothesis property over rank processes: run by .ci/run
 @given(data=st.data())
 @settings(max_examples=30)
 def test_all_reduce_ops(data: st.DataObject) -> None:
@@ -270,6 +272,7 @@ def test_all_reduce_default_op_is_sum_and_keeps_dtype() -> None:
     assert _ok(_run(job, ranks_per_node=3)) == {r: ([6, 30], "torch.int32") for r in range(3)}
 
 
+@pytest.mark.slow  # a Hypothesis property over rank processes: run by .ci/run
 @given(data=st.data())
 @settings(max_examples=20)
 def test_reduce_only_dst_gets_result(data: st.DataObject) -> None:
@@ -288,6 +291,7 @@ def test_reduce_only_dst_gets_result(data: st.DataObject) -> None:
         assert got == (_reference("MAX", rows).tolist() if rank == dst else rows[rank])
 
 
+@pytest.mark.slow  # a Hypothesis property over rank processes: run by .ci/run
 @given(data=st.data())
 @settings(max_examples=20)
 def test_broadcast_all_gather_into_tensor(data: st.DataObject) -> None:
@@ -314,6 +318,7 @@ def test_broadcast_all_gather_into_tensor(data: st.DataObject) -> None:
         assert got["into"] == [x for row in rows for x in row]
 
 
+@pytest.mark.slow  # a Hypothesis property over rank processes: run by .ci/run
 @given(data=st.data())
 @settings(max_examples=20)
 def test_reduce_scatter_tensor(data: st.DataObject) -> None:
@@ -370,6 +375,7 @@ def test_received_tensors_are_not_shared() -> None:
 
 # -- groups -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # a Hypothesis property over rank processes: run by .ci/run
 @given(data=st.data())
 @settings(max_examples=15)
 def test_new_group_subsets(data: st.DataObject) -> None:

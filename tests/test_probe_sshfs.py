@@ -23,7 +23,7 @@ from _probe_jobs import probe_quick, wait_for_directory
 from _procs import run_procs
 from scenarios.probe import ProbeReport, profile_from_report
 
-pytestmark = pytest.mark.sshfs
+pytestmark = [pytest.mark.sshfs, pytest.mark.slow]  # (slow: real mounts, left out of README's test command)
 
 ENTRY, ATTR, NEGATIVE = 1.0, 1.0, 2.0
 WITHIN = 0.25

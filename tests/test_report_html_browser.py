@@ -15,6 +15,8 @@ from conftest import missing
 
 from scenarios.reporting import write_html
 
+pytestmark = pytest.mark.slow  # a real browser: left out of README's test command, run by .ci/run
+
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:

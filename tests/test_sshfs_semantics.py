@@ -43,7 +43,7 @@ from conftest import MODEL
 
 import simfs
 
-pytestmark = pytest.mark.sshfs
+pytestmark = [pytest.mark.sshfs, pytest.mark.slow]  # (slow: real mounts, left out of README's test command)
 
 NFS = simfs.profiles.get("nfs")
 SIM_POLL = 0.25  # virtual seconds between polls in simfs
