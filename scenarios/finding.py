@@ -147,7 +147,8 @@ class Finding:
         """As reports hold it; the ranks' output is the failing example's (none for a pass)."""
         output, warned = rank_outputs(self.results) if self.failed else ([], [])
         return FindingRecord(self.failed, self.description, self.replay, self.examples, self.wall_time,
-                             self.virtual_time, self.failure, list(self.trace), self.found_at, output, warned)
+                             self.virtual_time, self.failure, list(self.trace), output, warned,
+                             self.found_at)
 
     def __str__(self) -> str:
         if not self.failed:

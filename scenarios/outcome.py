@@ -74,9 +74,9 @@ class FindingRecord(msgspec.Struct, frozen=True):
     virtual_time: float
     failure: Failure | None = None
     trace: list[Event] = []
-    found_at: int = 0  # the example that first failed (1-based; 0: none did)
     output: list[RankOutput] = []
     warnings: list[Warned] = []
+    found_at: int = 0  # the example that first failed (1-based; 0: none did)
 
 
 class ScenarioOutcome(msgspec.Struct, frozen=True):
