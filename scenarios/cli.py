@@ -23,6 +23,7 @@ from .exitcodes import EXIT_INTERRUPTED, EXIT_STALLED, EXIT_UNEXPECTED, EXIT_USA
 from .mix import fault_kinds
 from .outcome import SCHEMA, Report, ScenarioOutcome
 from .reporting._common import replay_command
+from .reporting.coverage import coverage_of
 from .reporting.output import output_text
 from .runner import Task, check_specs, load_callable, load_profile, run_tasks, shard
 
@@ -133,12 +134,12 @@ def _table(outcomes: list[ScenarioOutcome]) -> Any:
     from rich.table import Table
 
     table = Table(title="simfs scenarios")
-    for column in ("scenario", "profile", "expected", "verdict", "", "examples", "virtual s", "wall s"):
+    for column in ("scenario", "profile", "expected", "verdict", "", "examples", "reached", "virtual s", "wall s"):
         table.add_column(column, justify="right" if column.endswith(("s", "examples")) else "left")
     for o in outcomes:
         mark = "[green]as expected[/]" if o.as_expected else "[red]UNEXPECTED[/]"
         table.add_row(o.scenario, o.profile, o.expected, o.verdict, mark, str(o.examples),
-                      f"{o.virtual_time:.1f}", f"{o.wall_time:.2f}")
+                      f"{len(coverage_of(o))} kinds", f"{o.virtual_time:.1f}", f"{o.wall_time:.2f}")
     return table
 
 

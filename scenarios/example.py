@@ -36,18 +36,22 @@ class Crash:
     exact: bool = False
     down_until: float | None = None
 
-    def picker(self, offered: list[int] | None = None) -> Picker:
+    def picker(self, offered: list[int] | None = None, kinds: list[str] | None = None) -> Picker:
         """Picks each disk's crash state; ``offered`` gets how many distinct states each shared
-        disk had (what an exhaustive walk iterates over)."""
+        disk had (what an exhaustive walk iterates over), ``kinds`` what kind of state each disk
+        but its root was left in (CrashState.kinds: the search's coverage)."""
         def pick(mount: str, server: Server) -> CrashState:
             states = server.crash_states(STATE_LIMIT)
-            if mount == "/":  # a node's own disk
-                if self.exact:
-                    return states[0]  # nothing unsynced kept: exhaustive walks the shared disks
-            elif offered is not None:
-                offered.append(len(states))
-            index = self.pick if self.exact else self.pick * len(states) // PICK_SCALE
-            return states[min(index, len(states) - 1)]
+            if mount == "/" and self.exact:  # a node's own disk
+                state = states[0]  # nothing unsynced kept: exhaustive walks the shared disks
+            else:
+                if mount != "/" and offered is not None:
+                    offered.append(len(states))
+                index = self.pick if self.exact else self.pick * len(states) // PICK_SCALE
+                state = states[min(index, len(states) - 1)]
+            if kinds is not None and mount != "/":  # (a node's own root disk: what the job's shared data is not on)
+                kinds.extend(state.kinds(states))
+            return state
         return pick
 
 
@@ -74,6 +78,7 @@ class Execution:
     failure: Failure | None = None
     crash_fired: bool = False
     notes: list[str] = field(default_factory=list)
+    crash_states: list[str] = field(default_factory=list)  # what kind of state each crashed disk kept
 
     @property
     def results(self) -> list[Result]:
@@ -92,12 +97,13 @@ def start(target: Target, example: Example, picker: Picker | None = None,
     if watch is not None:
         watch(cluster)
     crash = example.crash
-    cluster.fs.crash_picker = picker or (crash or Crash(None)).picker()
+    kinds: list[str] = []
+    cluster.fs.crash_picker = picker or (crash or Crash(None)).picker(kinds=kinds)
     faults = list(example.faults)
     if crash is not None and crash.fault is not None:
         faults.append(crash.fault)
     first = cluster.run(target.job, faults=faults, choices=BufferChoices(example.schedule, example.lifetimes))
-    execution = Execution(first, crash_fired=_crash_fired(first))
+    execution = Execution(first, crash_fired=_crash_fired(first), crash_states=kinds)
     if crash is not None and crash.fault is None:
         execution.notes = cluster.power_loss()
         execution.crash_fired = True

@@ -22,8 +22,8 @@ from simfs import carriers, checks, plaindata
 from simfs.carriers import CARRIERS
 from simfs.runtime.heap import frozen_heap
 
+from . import coverage, replaying
 from . import database as examples_db
-from . import replaying
 from .example import Example, Execution, execute
 from .finding import Finding, finding_of
 from .mix import Space, buffer_size, draw_crash, draw_example, draw_recover, fault_kinds
@@ -59,6 +59,7 @@ class _Search:
         self.first_failure: float | None = None
         self.best: tuple[Example, Execution] | None = None
         self.internal: BaseException | None = None
+        self.reached: list[frozenset[str]] = []  # the kinds of event each example reached
 
     def out_of_time(self) -> bool:
         return self.first_failure is not None and time.perf_counter() - self.first_failure > self.shrink_time
@@ -79,6 +80,7 @@ class _Search:
             example = replace(example, crash=draw_crash(data, self.space, self.has_server))
         self.examples += 1  # (an example whose draws Hypothesis cut short never ran)
         execution = execute(self.target, example)
+        self.reached.append(coverage.reached(example, execution))
         if execution.failure is not None:
             self.found(example, execution)
             raise _Failed
@@ -212,19 +214,23 @@ def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_exampl
         return exhaust(target, limit=max(max_examples, 1000), started=start)
     simple = execute(target, Example())
     if simple.failure is not None:
-        return finding_of(target, Example(), simple, examples=1, wall=time.perf_counter() - start, found_at=1)
+        return finding_of(target, Example(), simple, examples=1, wall=time.perf_counter() - start, found_at=1,
+                          coverage=coverage.tally([coverage.reached(Example(), simple)]))
     search = _Search(target, _space(target, kinds, simple), bool(crashes), shrink_time)
     search.examples = 1
+    search.reached.append(coverage.reached(Example(), simple))
     _hypothesis(search, max_examples, seed, explain, database, key)
     if search.internal is not None:
         raise search.internal
     wall = time.perf_counter() - start
+    reached = coverage.tally(search.reached)
     if search.best is None:
-        return finding_of(target, Example(), simple, examples=search.examples, wall=wall, found_at=0)
+        return finding_of(target, Example(), simple, examples=search.examples, wall=wall, found_at=0,
+                          coverage=reached)
     example, execution = search.best
     notes = ["shrinking stopped at its time limit"] if search.out_of_time() else []
     return finding_of(target, example, execution, examples=search.examples, wall=wall, found_at=search.found_at,
-                      notes=notes)
+                      notes=notes, coverage=reached)
 
 
 def _hypothesis(search: _Search, max_examples: int, seed: int, explain: bool, database: ExampleDatabase | None,

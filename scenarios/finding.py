@@ -13,9 +13,11 @@ from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, PowerLoss, 
 from simfs.visible import visible
 
 from . import replaying
+from .coverage import crash_hit
 from .example import Crash, Example, Execution
 from .outcome import Event, Failure, FindingRecord, RankOutput, Warned
 from .reporting._common import replay_command
+from .reporting.coverage import coverage_words
 from .reporting.output import output_text
 from .target import Target
 
@@ -47,11 +49,9 @@ def _crash_words(crash: Crash, execution: Execution) -> str:
         where = repr(fault)
     hit = [e for e in execution.job.trace if e.rank < 0 and e.op in ("crash", "server-crash", "disk-crash")]
     kept = [f"{e.path}: {e.outcome.split(' (')[0]}" for e in hit if e.op != "crash"] + execution.notes
-    if fault is not None:
-        last = [e for e in execution.job.trace if e.rank >= 0 and hit and e.time <= hit[0].time]
-        if last:
-            e = last[-1]
-            where += f", after rank {e.rank}'s {e.op} {e.path}"
+    e = crash_hit(execution) if fault is not None else None
+    if e is not None:
+        where += f", after rank {e.rank}'s {e.op} {e.path}"
     if crash.down_until is not None:
         where += f"; the cluster stayed down until {crash.down_until:.6g} s of virtual time"
     return where + "".join(f"\n      kept: {k}" for k in kept)
@@ -138,6 +138,7 @@ class Finding:
     results: list[Result] = field(default_factory=list)
     found_at: int = 0  # the example that first failed (1-based; 0: none did)
     notes: list[str] = field(default_factory=list)
+    coverage: dict[str, int] = field(default_factory=dict)  # kinds of event reached -> examples (coverage.py)
 
     @property
     def virtual_time(self) -> float:
@@ -148,15 +149,16 @@ class Finding:
         output, warned = rank_outputs(self.results) if self.failed else ([], [])
         return FindingRecord(self.failed, self.description, self.replay, self.examples, self.wall_time,
                              self.virtual_time, self.failure, list(self.trace), output, warned,
-                             self.found_at)
+                             self.found_at, dict(self.coverage))
 
     def __str__(self) -> str:
+        reached = coverage_words(self.coverage, self.examples)
         if not self.failed:
             return (f"no failure: {self.target.describe()} held over {self.examples} examples "
-                    f"in {self.wall_time:.1f}s")
+                    f"in {self.wall_time:.1f}s\n{reached}")
         head = (f"FAILED: {self.target.describe()}: found at example {self.found_at}, "
                 f"{self.examples} examples in {self.wall_time:.1f}s (shrunk)")
-        notes = "".join(f"\nnote: {n}" for n in self.notes)
+        notes = "".join(f"\nnote: {n}" for n in self.notes) + f"\n{reached}"
         output = output_text(self.record())
         output = f"\n{output}" if output else ""
         return f"{head}\n{visible(self.description + notes + output)}\nreplay: scenarios.replay({self.replay!r})" \
@@ -164,13 +166,13 @@ class Finding:
 
 
 def finding_of(target: Target, example: Example, execution: Execution, *, examples: int, wall: float,
-               found_at: int, notes: Iterable[str] = ()) -> Finding:
+               found_at: int, notes: Iterable[str] = (), coverage: dict[str, int] | None = None) -> Finding:
     failed = execution.failure is not None
     return Finding(failed=failed, target=target, examples=examples, wall_time=wall,
                    description=describe(target, example, execution) if failed else "",
                    replay=replaying.encode(target, example), failure=execution.failure,
                    trace=events(execution), results=execution.results, found_at=found_at if failed else 0,
-                   notes=list(notes))
+                   notes=list(notes), coverage=dict(coverage or {}))
 
 
 plaindata.register(Finding)

@@ -77,6 +77,7 @@ class FindingRecord(msgspec.Struct, frozen=True):
     output: list[RankOutput] = []
     warnings: list[Warned] = []
     found_at: int = 0  # the example that first failed (1-based; 0: none did)
+    coverage: dict[str, int] = {}  # each kind of event the examples reached -> how many reached it
 
 
 class ScenarioOutcome(msgspec.Struct, frozen=True):

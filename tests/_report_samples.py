@@ -100,7 +100,7 @@ def makedirs_finding() -> FindingRecord:
                    "node 0's lookup cache answered 'not found' for 'trace'\n"
                    "then in the job: rank 0 FileExistsError, ranks [2, 3] hung <script>alert(1)</script>")
     return FindingRecord(True, description, MAKEDIRS_REPLAY, 1, 0.21, 1800.001, failure, events(_MAKEDIRS),
-                         MAKEDIRS_OUTPUT, MAKEDIRS_WARNINGS)
+                         MAKEDIRS_OUTPUT, MAKEDIRS_WARNINGS, 1, {"stale lookup answer": 1})
 
 
 LEFT_OUT = "\n[... 81,920 bytes left out: simfs keeps the first and last 16,384 ...]\n"
@@ -161,7 +161,8 @@ def sample_report() -> Report:
     return Report(SCHEMA, "0.1.0", "simfs run --seed 3", 3, "2026-05-01T12:00:00Z", 4.25, False, [
         outcome("makedirs_every_rank", "beegfs", "fail", "fail", makedirs_finding()),
         outcome("makedirs_every_rank", "nfs", "pass", "pass",
-                FindingRecord(False, "", "scenarios1:x", 100, 0.3, 12.5)),
+                FindingRecord(False, "", "scenarios1:x", 100, 0.3, 12.5,
+                              coverage={"start skew": 52, "stale lookup answer": 37, "slow <operations>": 3})),
         outcome("latest_atomic_write", "nfs", "pass", "fail", crash_finding(), family="latest"),
         outcome("rank0_no_barrier", "lustre", "fail", "pass"),
         outcome("sync_files_changing", "objectstore", "pass", "error",

@@ -138,6 +138,20 @@ def test_the_summary_marks_an_unexpected_verdict(page: Any) -> None:
     assert all(rows.nth(i).is_visible() for i in range(5))
 
 
+def test_the_summary_shows_each_search_s_coverage(page: Any) -> None:
+    passed = page.locator("table.summary tbody tr").nth(1)  # makedirs_every_rank on nfs: passed
+    cell = passed.locator("td.coverage")
+    assert cell.locator("summary").inner_text() == "3 kinds"
+    kinds = cell.locator("li")
+    assert not kinds.first.is_visible()  # folded until asked
+    cell.locator("summary").click()
+    assert [kinds.nth(i).inner_text() for i in range(kinds.count())] == \
+        ["start skew: 52", "stale lookup answer: 37", "slow <operations>: 3"]  # shown as text, escaped
+    assert all(kinds.nth(i).is_visible() for i in range(3))
+    unrun = page.locator("table.summary tbody tr").filter(has_text="sync_files_changing").locator("td.coverage")
+    assert unrun.inner_text() == "0"
+
+
 def test_clicking_a_mark_shows_its_details(page: Any) -> None:
     panel = page.locator("#finding-0 .panel").first
     panel.locator(".mark.failing").click()

@@ -8,6 +8,7 @@ from html import escape
 
 from ..outcome import FindingRecord, Report, ScenarioOutcome
 from ._common import replay_command, seconds, write_file
+from .coverage import coverage_cell
 from .output import output_html
 from .timeline import STYLE, legend_svg, timeline_svgs
 
@@ -85,12 +86,14 @@ def _summary(report: Report) -> str:
                     f'data-as-expected="{str(o.as_expected).lower()}"><td>{name}</td><td>{escape(o.profile)}</td>'
                     f'<td>{escape(o.expected)}</td><td class="verdict-{escape(o.verdict)}">{escape(o.verdict)}</td>'
                     f'<td>{mark}</td>'
-                    f'<td class="num">{o.examples}</td><td class="num">{seconds(o.virtual_time)}</td>'
+                    f'<td class="num">{o.examples}</td>{coverage_cell(o)}'
+                    f'<td class="num">{seconds(o.virtual_time)}</td>'
                     f'<td class="num">{seconds(o.wall_time)}</td></tr>')
     return ('<section id="summary"><h2>Summary</h2><p><label><input type="checkbox" id="only-unexpected"> '
             'only the results that differ from their expectation</label></p>'
             '<table class="summary"><thead><tr><th>scenario</th><th>profile</th><th>expected</th><th>verdict</th>'
-            '<th>as expected</th><th>examples</th><th>virtual time</th><th>wall time</th></tr></thead><tbody>'
+            '<th>as expected</th><th>examples</th><th>events reached</th><th>virtual time</th><th>wall time</th>'
+            '</tr></thead><tbody>'
             + "\n".join(rows) + "</tbody></table></section>")
 
 

@@ -77,6 +77,24 @@ class CrashState(NamedTuple):
     torn: int | None = None
     data_kept: int | None = None
 
+    def kinds(self, states: list[CrashState]) -> list[str]:
+        """What kind of state this is among the distinct ``states`` a disk could be left in: what
+        it kept of the unsynced operations, and whether one was omitted or a write torn."""
+        if len(states) == 1:
+            return ["nothing unsynced to lose"]
+        most = max(states, key=lambda s: (s.kept, s.data_kept or 0))
+        if self.kept == 0 and not self.data_kept:
+            out = ["nothing unsynced kept"]
+        elif (self.kept, self.data_kept) == (most.kept, most.data_kept) and self.omitted is None and self.torn is None:
+            out = ["everything kept"]
+        else:
+            out = ["a prefix kept"]
+        if self.omitted is not None:
+            out.append("an operation omitted")
+        if self.torn is not None:
+            out.append("a torn write")
+        return out
+
     def describe(self, total: int, writes: int = 0) -> str:
         """In words, of ``total`` unsynced operations (an ordered model: metadata operations, and
         ``writes`` unsynced writes)."""

@@ -1,0 +1,69 @@
+"""A search's coverage of the fault space: the kinds of event its examples reached (stale answers
+by cache, crashes by kind and the operation they came after, crash states, start skew, slow
+operations, injected errnos), counted per example, in the finding and its text."""
+
+from __future__ import annotations
+
+import _explore_jobs as jobs
+import pytest
+from conftest import MODEL_CARRIER
+
+import scenarios
+from scenarios.registry import get, load_library
+from simfs.fs.journal import CrashState
+
+SEARCH = {"nodes": 2, "ranks_per_node": 2, "carrier": MODEL_CARRIER, "isolate": False, "database": None}
+
+
+def test_faults_reached_are_counted_per_example() -> None:
+    found = scenarios.explore(jobs.rank0_makedirs, profile="nfs", faults=["skew", "slow"], max_examples=40,
+                              **SEARCH)
+    assert not found.failed
+    assert set(found.coverage) == {"start skew", "slow operations"}
+    assert all(0 < count < found.examples for count in found.coverage.values())  # swarm: some examples, not all
+    (most, count), (other, fewer) = found.coverage.items()  # the most reached first
+    assert count >= fewer
+    assert f"reached: {most} ({count} of {found.examples} examples), {other} ({fewer})" in str(found)
+
+
+def test_an_injected_errno_is_named_by_its_errno() -> None:
+    found = scenarios.explore(jobs.rank0_makedirs, profile="nfs", faults=["errno"], max_examples=60, **SEARCH)
+    assert found.failed  # an EIO or ENOSPC on rank 0's mkdir fails it
+    injected = [kind for kind in found.coverage if kind.startswith("injected ")]
+    assert injected and all(kind.split()[1] in ("EIO", "ENOSPC", "EDQUOT", "ESTALE") for kind in injected)
+    assert found.record().coverage == found.coverage  # the report keeps it
+
+
+def test_a_stale_answer_is_named_by_its_cache() -> None:
+    found = scenarios.explore(jobs.lingua_makedirs, profile="beegfs", max_examples=20, **SEARCH)
+    assert found.failed and found.found_at == 1  # the run with no faults: a stale 'not found'
+    assert found.coverage == {"stale lookup answer": 1}
+
+
+def test_crashes_are_counted_by_kind_operation_and_state() -> None:
+    load_library()
+    sc = get("latest-atomic")
+    found = scenarios.explore(sc.job, recover=sc.recover, check=sc.check, nodes=2, ranks_per_node=1,
+                              profile="local", crashes=True, max_examples=60, carrier=MODEL_CARRIER, isolate=False,
+                              database=None)
+    assert not found.failed
+    crashes = [k for k in found.coverage if k.startswith(("power loss", "node crash"))]
+    states = [k for k in found.coverage if k.startswith("crash state: ")]
+    assert any(" after " in k for k in crashes) and states
+    uncrashed = scenarios.explore(sc.job, recover=sc.recover, check=sc.check, nodes=2, ranks_per_node=1,
+                                  profile="local", max_examples=20, carrier=MODEL_CARRIER, isolate=False,
+                                  database=None)
+    assert not any(k.startswith(("power loss", "node crash", "crash state")) for k in uncrashed.coverage)
+
+
+@pytest.mark.parametrize(("state", "kinds"), [
+    (CrashState(0, data_kept=0), ["nothing unsynced kept"]),
+    (CrashState(1, data_kept=1), ["a prefix kept"]),
+    (CrashState(2, data_kept=3), ["everything kept"]),
+    (CrashState(2, data_kept=3, omitted=1), ["a prefix kept", "an operation omitted"]),
+    (CrashState(2, data_kept=3, torn=512), ["a prefix kept", "a torn write"]),
+])
+def test_a_crash_state_says_what_it_kept(state: CrashState, kinds: list[str]) -> None:
+    states = [CrashState(0, data_kept=0), CrashState(1, data_kept=1), CrashState(2, data_kept=3), state]
+    assert state.kinds(states) == kinds
+    assert CrashState(0).kinds([CrashState(0)]) == ["nothing unsynced to lose"]
