@@ -295,7 +295,8 @@ def real_pids() -> list[int]:
 
 
 def outlive_the_host() -> None:
-    """Sleeps in a loop that swallows every exception."""
+    """Prints its real pid, then sleeps in a loop that swallows every exception."""
+    print("rank pid", ctypes.CDLL(None).getpid(), flush=True)
     while True:
         try:
             time.sleep(0.01)
@@ -325,8 +326,9 @@ def signals() -> Any:
     return "sent"
 
 
-def spin_forever() -> None:
-    """Holds the GIL in a loop that swallows every exception."""
+def spin_after_saying_so() -> None:
+    """Prints its real pid, then holds the GIL in a loop that swallows every exception."""
+    print("rank pid", ctypes.CDLL(None).getpid(), flush=True)
     while True:
         try:
             sum(range(1000))

@@ -25,7 +25,6 @@ from . import (
     stdlib,
     thirdparty,
     threads,
-    warned,
 )
 from .registry import scan_modules, verify
 
@@ -41,7 +40,7 @@ def install(*, modules_unchanged: bool = False) -> None:
     with _lock:
         if not _installed:
             for group in (files, procstate, clock, stdlib, threads, signals, selecting, thirdparty, hostcalls, imports,
-                          libraries, mapping, warned, oslevel):
+                          libraries, mapping, oslevel):
                 group.install()
             oslevel.patch_everything_else()
             audit.install()
