@@ -30,7 +30,7 @@ from .mix import Space, buffer_size, draw_crash, draw_example, draw_recover, fau
 from .registry import Crashes
 from .target import Check, Target
 
-SHRINK_TIME = 30.0  # wall seconds the shrinker may spend after the first failure
+SHRINK_TIME = 10.0  # wall seconds the shrinker may spend after the first failure (simfs run's and the plugin's too)
 
 
 # a crash in three examples of four (swarm: some examples run the job and its restart with no

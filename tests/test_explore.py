@@ -97,7 +97,7 @@ def test_a_closure_replays_in_this_process_only() -> None:
 
 def test_crashes_find_a_tracker_written_in_place() -> None:
     finding = scenarios.explore(jobs.save_tracker_in_place, recover=jobs.resume, crashes=True, nodes=2,
-                                ranks_per_node=2, profile="nfs", max_examples=300, seed=0)
+                                ranks_per_node=2, profile="nfs", max_examples=300, seed=0, carrier=MODEL_CARRIER)
     assert finding.failed and finding.failure is not None
     assert finding.failure.run == 1  # the restarted job is what breaks
     assert "lost power" in finding.description
@@ -107,7 +107,7 @@ def test_crashes_find_a_tracker_written_in_place() -> None:
 
 def test_crashes_pass_an_atomic_tracker() -> None:
     finding = scenarios.explore(jobs.save_tracker_atomically, recover=jobs.resume, crashes=True, nodes=2,
-                                ranks_per_node=2, profile="nfs", max_examples=150, seed=0)
+                                ranks_per_node=2, profile="nfs", max_examples=150, seed=0, carrier=MODEL_CARRIER)
     assert not finding.failed, str(finding)
 
 

@@ -97,8 +97,8 @@ def dcp_overwrite() -> None:
         dist.barrier()
 
 
-@scenario("dcp-step-dirs", recover=step_dir_recover, crashes=True, nodes=2, ranks_per_node=1, max_examples=60,
-          carrier="process",
+@scenario("dcp-step-dirs", recover=step_dir_recover, crashes=True, nodes=2, ranks_per_node=1, max_examples=30,
+          carrier="process",  # (30: dcp-overwrite, its naive twin, fails by example 2 on every profile)
           expect=dict.fromkeys(CRASH_PROFILES, "pass"), family=FAMILY, tags=("fixed",))
 def dcp_step_dirs() -> None:
     """dcp.save of each step into a new directory; rank 0 fsyncs it, then moves `latest` atomically.
