@@ -25,6 +25,7 @@ from . import (
     stdlib,
     thirdparty,
     threads,
+    warned,
 )
 from .registry import scan_modules, verify
 
@@ -40,7 +41,7 @@ def install(*, modules_unchanged: bool = False) -> None:
     with _lock:
         if not _installed:
             for group in (files, procstate, clock, stdlib, threads, signals, selecting, thirdparty, hostcalls, imports,
-                          libraries, mapping, oslevel):
+                          libraries, mapping, warned, oslevel):
                 group.install()
             oslevel.patch_everything_else()
             audit.install()
