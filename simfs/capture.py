@@ -147,21 +147,33 @@ def ranks_words(ranks: Iterable[int]) -> str:
     return ("rank " if single else "ranks ") + ", ".join(words)
 
 
+def times(count: int) -> str:
+    """"once", "2 times", "1,234 times"."""
+    return "once" if count == 1 else f"{count:,} times"
+
+
+def rank_lines(rank: int, stdout: str, stderr: str, warnings_left_out: int, indent: str) -> list[str]:
+    """What one rank's kept output says as text: the warnings it could not keep, then its stdout
+    and stderr, each line indented under its header (rank code's own text as it came)."""
+    lines: list[str] = []
+    if warnings_left_out:
+        lines.append(f"{indent}rank {rank}: {warnings_left_out:,} more warnings shown and not kept (over "
+                     f"{MAX_WARNINGS} distinct ones)")
+    for name, text in (("stdout", stdout), ("stderr", stderr)):
+        if text:
+            lines.append(f"{indent}rank {rank} {name}:")
+            lines.extend(f"{indent}  " + line for line in text.rstrip("\n").split("\n"))
+    return lines
+
+
 def render(outputs: Mapping[int, RankOutput]) -> str:
     """The output of a run's ranks as text: each distinct warning once with its count and ranks,
     then each rank's stdout and stderr (not yet made visible: the caller shows it)."""
     lines: list[str] = []
     for warning, ranks in distinct_warnings(outputs):
-        times = "once" if warning.count == 1 else f"{warning.count} times"
-        lines.append(f"warning ({times}, {ranks_words(ranks)}): {warning}")
+        lines.append(f"warning ({times(warning.count)}, {ranks_words(ranks)}): {warning}")
     for rank, output in sorted(outputs.items()):
-        if output.warnings_left_out:
-            lines.append(f"rank {rank}: {output.warnings_left_out} more warnings not kept (over {MAX_WARNINGS} "
-                         f"distinct ones)")
-        for name, text in (("stdout", output.stdout), ("stderr", output.stderr)):
-            if text:
-                lines.append(f"rank {rank} {name}:")
-                lines.extend("  " + line for line in text.rstrip("\n").split("\n"))
+        lines.extend(rank_lines(rank, output.stdout, output.stderr, output.warnings_left_out, ""))
     return "\n".join(lines)
 
 

@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 import simfs
-from simfs.capture import KEEP, MAX_WARNINGS, Capture, RankOutput, RankWarning, distinct_warnings, ranks_words
+from simfs.capture import KEEP, MAX_WARNINGS, Capture, RankOutput, RankWarning, distinct_warnings, ranks_words, render
 
 CARRIERS = ["process", "greenlet"]
 
@@ -105,6 +105,8 @@ def test_output_is_bounded_and_says_what_was_left_out(carrier: str) -> None:
     assert f"[... {out.stdout_left_out:,} bytes left out" in out.stdout
     assert len(out.stdout) < 2 * KEEP + 200
     assert len(out.warnings) == MAX_WARNINGS and out.warnings_left_out == 5
+    text = render({0: out})  # what a failed run's summary and a finding's account show
+    assert f"rank 0: 5 more warnings shown and not kept (over {MAX_WARNINGS} distinct ones)" in text
 
 
 def _prints_then_fails() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from simfs.capture import KEEP, MAX_WARNINGS, ranks_words
+from simfs.capture import KEEP, MAX_WARNINGS, rank_lines, ranks_words, times
 
 from ..outcome import FindingRecord, Warned
 
@@ -15,10 +15,6 @@ _RUNS = {0: "the job", 1: "the restarted job (recover)"}
 
 def _run_name(run: int) -> str:
     return _RUNS.get(run, f"run {run}")
-
-
-def _times(count: int) -> str:
-    return "once" if count == 1 else f"{count:,} times"
 
 
 def _warning_line(w: Warned) -> str:
@@ -37,17 +33,10 @@ def output_text(finding: FindingRecord) -> str:
         lines.append(f"output of the ranks ({_run_name(run)}):")
         for w in finding.warnings:
             if w.run == run:
-                lines.append(f"  warning ({_times(w.count)}, {ranks_words(w.ranks)}): {_warning_line(w)}")
+                lines.append(f"  warning ({times(w.count)}, {ranks_words(w.ranks)}): {_warning_line(w)}")
         for o in finding.output:
-            if o.run != run:
-                continue
-            if o.warnings_left_out:
-                lines.append(f"  rank {o.rank}: {_times(o.warnings_left_out)} more warnings not kept (over "
-                             f"{MAX_WARNINGS} distinct ones)")
-            for name, text in (("stdout", o.stdout), ("stderr", o.stderr)):
-                if text:
-                    lines.append(f"  rank {o.rank} {name}:")
-                    lines.extend("    " + line for line in text.rstrip("\n").split("\n"))
+            if o.run == run:
+                lines.extend(rank_lines(o.rank, o.stdout, o.stderr, o.warnings_left_out, "  "))
     return "\n".join(lines)
 
 
@@ -70,7 +59,7 @@ def output_html(finding: FindingRecord) -> str:
             if o.run != run:
                 continue
             if o.warnings_left_out:
-                parts.append(f"<p>rank {o.rank}: {_times(o.warnings_left_out)} more warnings not kept (over "
+                parts.append(f"<p>rank {o.rank}: {o.warnings_left_out:,} more warnings shown and not kept (over "
                              f"{MAX_WARNINGS} distinct ones)</p>")
             for name, text, left_out in (("stdout", o.stdout, o.stdout_left_out),
                                          ("stderr", o.stderr, o.stderr_left_out)):
