@@ -50,6 +50,7 @@ def install(*, modules_unchanged: bool = False) -> None:
             verify()
             if not modules_unchanged:
                 thirdparty.install()  # libraries imported since the last run
+        warned.remember_host()
         if sys.modules.get("fsspec") is not None:
             from ..fsspec_view import register
 
