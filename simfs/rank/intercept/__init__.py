@@ -56,3 +56,8 @@ def install(*, modules_unchanged: bool = False) -> None:
 
             register()
         scan_modules()
+
+
+def run_ended() -> None:
+    """What install() noted of the host for one run, dropped as the run ends."""
+    warned.forget_host()

@@ -53,6 +53,12 @@ def remember_host() -> None:
     _host[:] = [warnings.showwarning, warnings._showwarnmsg_impl]  # type: ignore[attr-defined]
 
 
+def forget_host() -> None:
+    """Drop them as the run ends: a hook the host drops later (pytest's recorder of one test) is
+    then not freed at the next run, inside it (where the host's frozen objects must stay)."""
+    _host[:] = [None, None]
+
+
 def _show(task: Task, msg: warnings.WarningMessage) -> None:
     hook = warnings.showwarning
     if hook is not _host[0] and hook is not warnings._showwarning_orig:  # type: ignore[attr-defined]
