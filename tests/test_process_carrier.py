@@ -344,7 +344,8 @@ def test_ctrl_c_stops_a_run_whose_rank_never_yields() -> None:
     host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 120
-        while not ((found := _descendants(host.pid)) and _state(rank := found[-1]) == "R"):  # the rank spins
+        # the rank spins: the zygote's child (found[0] is the zygote, which may run while it forks)
+        while not (len(found := _descendants(host.pid)) > 1 and _state(rank := found[-1]) == "R"):
             assert time.monotonic() < deadline and host.poll() is None, "the rank process never spun"
             time.sleep(0.05)
         host.send_signal(signal.SIGINT)
