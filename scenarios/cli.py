@@ -24,6 +24,7 @@ from .mix import fault_kinds
 from .outcome import SCHEMA, Report, ScenarioOutcome
 from .reporting._common import replay_command
 from .reporting.coverage import coverage_of
+from .reporting.output import output_text
 from .runner import Task, check_specs, load_callable, load_profile, run_tasks, shard
 
 if TYPE_CHECKING:
@@ -157,6 +158,9 @@ def _show_failures(console: Any, outcomes: list[ScenarioOutcome], *, all_failure
             failure = o.finding.failure
             if failure is not None and failure.traceback:
                 console.print(visible(failure.traceback.rstrip()), markup=False, highlight=False)
+            output = output_text(o.finding)
+            if output:
+                console.print(visible(output), markup=False, highlight=False)
             console.print("reproduce: " + replay_command(o.finding.replay), markup=False, highlight=False,
                           soft_wrap=True)
 
@@ -246,6 +250,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     finding = replay(args.replay, job, recover=load_callable(args.recover) if args.recover else None)
     print(visible(finding.description) if finding.failed else f"no failure: {finding.target.describe()}")
+    output = output_text(finding.record())
+    if output:
+        print(visible(output))
     if args.trace:
         print(visible("\n".join(f"{'restart ' if e.run else ''}{e.time:12.6f}s rank {e.rank:>3} {e.op:<10} {e.path} "
                                 f"-> {e.outcome}" for e in finding.trace)))

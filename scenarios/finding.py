@@ -8,15 +8,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from simfs import Result, plaindata
+from simfs.capture import distinct_warnings
 from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, PowerLoss, SlowOps, SlowRank
 from simfs.visible import visible
 
 from . import replaying
 from .coverage import crash_hit
 from .example import Crash, Example, Execution
-from .outcome import Event, Failure, FindingRecord
+from .outcome import Event, Failure, FindingRecord, RankOutput, Warned
 from .reporting._common import replay_command
 from .reporting.coverage import coverage_words
+from .reporting.output import output_text
 from .target import Target
 
 
@@ -100,6 +102,20 @@ def describe(target: Target, example: Example, execution: Execution) -> str:
     return "\n".join(lines)
 
 
+def rank_outputs(results: list[Result]) -> tuple[list[RankOutput], list[Warned]]:
+    """What the ranks of each run wrote, and each distinct warning of a run once with its count."""
+    outputs: list[RankOutput] = []
+    warned: list[Warned] = []
+    for run, result in enumerate(results):
+        for rank, out in sorted(result.output.items()):
+            if out.stdout or out.stderr or out.warnings_left_out:
+                outputs.append(RankOutput(run, rank, out.stdout, out.stderr, out.stdout_left_out, out.stderr_left_out,
+                                          out.warnings_left_out))
+        warned.extend(Warned(run, w.category, w.message, w.filename, w.lineno, w.count, ranks)
+                      for w, ranks in distinct_warnings(result.output))
+    return outputs, warned
+
+
 def events(execution: Execution) -> list[Event]:
     return [Event(index, e.time, e.rank, e.node, e.op, e.path,
                   f"{e.outcome} (stale: {e.stale})" if e.stale else e.outcome)
@@ -129,9 +145,11 @@ class Finding:
         return sum(r.virtual_time for r in self.results)
 
     def record(self) -> FindingRecord:
+        """As reports hold it; the ranks' output is the failing example's (none for a pass)."""
+        output, warned = rank_outputs(self.results) if self.failed else ([], [])
         return FindingRecord(self.failed, self.description, self.replay, self.examples, self.wall_time,
-                             self.virtual_time, self.failure, list(self.trace), self.found_at,
-                             dict(self.coverage))
+                             self.virtual_time, self.failure, list(self.trace), output, warned,
+                             self.found_at, dict(self.coverage))
 
     def __str__(self) -> str:
         reached = coverage_words(self.coverage, self.examples)
@@ -141,7 +159,9 @@ class Finding:
         head = (f"FAILED: {self.target.describe()}: found at example {self.found_at}, "
                 f"{self.examples} examples in {self.wall_time:.1f}s (shrunk)")
         notes = "".join(f"\nnote: {n}" for n in self.notes) + f"\n{reached}"
-        return f"{head}\n{visible(self.description + notes)}\nreplay: scenarios.replay({self.replay!r})" \
+        output = output_text(self.record())
+        output = f"\n{output}" if output else ""
+        return f"{head}\n{visible(self.description + notes + output)}\nreplay: scenarios.replay({self.replay!r})" \
                f"\n    or: {replay_command(self.replay)}"
 
 

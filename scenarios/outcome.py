@@ -37,6 +37,31 @@ class Failure(msgspec.Struct, frozen=True):
     traceback: str
 
 
+class RankOutput(msgspec.Struct, frozen=True):
+    """What a rank of the counterexample wrote to its stdout and stderr (simfs keeps the first and
+    last 16 KiB of each stream; the line between them says how many bytes were left out)."""
+
+    run: int
+    rank: int
+    stdout: str
+    stderr: str
+    stdout_left_out: int = 0
+    stderr_left_out: int = 0
+    warnings_left_out: int = 0  # showings of warnings past the distinct ones kept per rank
+
+
+class Warned(msgspec.Struct, frozen=True):
+    """A distinct warning the counterexample's ranks showed, once: how many times, by which ranks."""
+
+    run: int
+    category: str
+    message: str
+    filename: str
+    lineno: int
+    count: int
+    ranks: list[int]
+
+
 class FindingRecord(msgspec.Struct, frozen=True):
     """What one ``explore`` found: failed or not, the minimal counterexample in words, the
     replay string, the failing trace, and what the search cost."""
@@ -49,6 +74,8 @@ class FindingRecord(msgspec.Struct, frozen=True):
     virtual_time: float
     failure: Failure | None = None
     trace: list[Event] = []
+    output: list[RankOutput] = []
+    warnings: list[Warned] = []
     found_at: int = 0  # the example that first failed (1-based; 0: none did)
     coverage: dict[str, int] = {}  # each kind of event the examples reached -> how many reached it
 
@@ -99,4 +126,4 @@ def decode(data: bytes | str) -> Report:
     return report
 
 
-plaindata.register(Event, Failure, FindingRecord, ScenarioOutcome)
+plaindata.register(Event, Failure, RankOutput, Warned, FindingRecord, ScenarioOutcome)

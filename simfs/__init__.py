@@ -2,6 +2,7 @@
 Lustre, or an object store), running unmodified rank code in virtual time."""
 
 from . import profiles
+from .capture import RankOutput, RankWarning
 from .choices import ChoiceSource, HypothesisChoices, ReplayChoices, SeededChoices
 from .cluster import Cluster, replay
 from .errors import (
@@ -45,6 +46,8 @@ __all__ = [
     "RankError",
     "RankKilled",
     "RankOutOfMemory",
+    "RankOutput",
+    "RankWarning",
     "ReplayChoices",
     "Result",
     "SeededChoices",

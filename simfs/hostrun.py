@@ -41,7 +41,7 @@ def series() -> Iterator[None]:
 @contextmanager
 def prepared() -> Iterator[None]:
     """The host ready for one run during the block, and as it was after it."""
-    from .rank.intercept import install
+    from .rank.intercept import install, run_ended
 
     between: HostGuard | None = getattr(_local, "series", None)
     if between is not None:
@@ -49,6 +49,7 @@ def prepared() -> Iterator[None]:
         try:
             yield
         finally:
+            run_ended()
             between.restore()
             young_gc()
         return
@@ -58,4 +59,5 @@ def prepared() -> Iterator[None]:
         with frozen_heap():  # the host's objects need no cycle collection while ranks allocate
             yield
     finally:
+        run_ended()
         guard.restore()

@@ -11,6 +11,7 @@ from types import FrameType
 from typing import Any, NamedTuple
 
 from . import carriers, plaindata
+from .capture import RankOutput, render
 from .runspec import encode
 from .visible import visible
 
@@ -166,6 +167,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     node_ops: list[int] = field(default_factory=list)  # filesystem operations of each node's ranks
     carrier: str = carriers.BEFORE_CARRIERS  # how the ranks were carried (simfs/carriers.py); unset: older records
+    output: dict[int, RankOutput] = field(default_factory=dict)  # what ranks printed and warned (capture.py)
 
     @property
     def replay(self) -> str:
@@ -195,6 +197,9 @@ class Result:
         for rank, failures in sorted(self.thread_errors.items()):
             lines.extend(f"  rank {rank}: {failure}" for failure in failures)
         lines.extend(f"  note: {n}" for n in self.notes)
+        if self.output and not self.ok:  # as pytest shows a failing test's captured output
+            lines.append("  output of the ranks:")
+            lines.extend("    " + line for line in render(self.output).split("\n"))
         lines.append(f"  replay: {self.replay}")
         return visible("\n".join(lines))  # ranks' errors: their control sequences shown, not sent
 

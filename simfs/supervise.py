@@ -23,7 +23,7 @@ from typing import Any
 from . import _real, checks, plaindata, relay
 from .confinement import Confinement, announce, confine, descriptors, kernel, prepared_descriptors
 from .errors import SimfsError
-from .relay import Relay
+from .relay import Relay, Shown
 from .tasks.process import named_tempdir
 
 _BEAT = struct.Struct("d")
@@ -77,8 +77,8 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, readabl
             os.close(fd)
         _own_group(pid)
         console = Relay()
-        console.add(out, "stdout")
-        console.add(err, "stderr")
+        console.add(out, Shown("stdout"))
+        console.add(err, Shown("stderr"))
         try:
             payload = _supervise(pid, read_end, beat, stacks, watchdog, console)
         finally:

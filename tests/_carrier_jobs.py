@@ -295,8 +295,7 @@ def real_pids() -> list[int]:
 
 
 def outlive_the_host() -> None:
-    """Prints its real pid, then sleeps in a loop that swallows every exception."""
-    print("rank pid", ctypes.CDLL(None).getpid(), flush=True)
+    """Sleeps in a loop that swallows every exception."""
     while True:
         try:
             time.sleep(0.01)
@@ -326,9 +325,8 @@ def signals() -> Any:
     return "sent"
 
 
-def spin_after_saying_so() -> None:
-    """Prints its real pid, then holds the GIL in a loop that swallows every exception."""
-    print("rank pid", ctypes.CDLL(None).getpid(), flush=True)
+def spin_forever() -> None:
+    """Holds the GIL in a loop that swallows every exception."""
     while True:
         try:
             sum(range(1000))

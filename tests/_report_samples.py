@@ -3,7 +3,7 @@ makedirs(exist_ok=True) race on BeeGFS and a torn 'latest' file read back after 
 
 from __future__ import annotations
 
-from scenarios.outcome import SCHEMA, Event, Failure, FindingRecord, Report, ScenarioOutcome
+from scenarios.outcome import SCHEMA, Event, Failure, FindingRecord, RankOutput, Report, ScenarioOutcome, Warned
 
 STALE = "(stale: node 0's lookup cache answered 'not found' for 'trace')"
 
@@ -100,7 +100,17 @@ def makedirs_finding() -> FindingRecord:
                    "node 0's lookup cache answered 'not found' for 'trace'\n"
                    "then in the job: rank 0 FileExistsError, ranks [2, 3] hung <script>alert(1)</script>")
     return FindingRecord(True, description, MAKEDIRS_REPLAY, 1, 0.21, 1800.001, failure, events(_MAKEDIRS),
-                         found_at=1, coverage={"stale lookup answer": 1})
+                         MAKEDIRS_OUTPUT, MAKEDIRS_WARNINGS, 1, {"stale lookup answer": 1})
+
+
+LEFT_OUT = "\n[... 81,920 bytes left out: simfs keeps the first and last 16,384 ...]\n"
+MAKEDIRS_OUTPUT = [
+    RankOutput(0, 0, "step 0 of rank 0\n" + "loss 0.5 " * 400 + "\n", "", 0, 0, 0),
+    RankOutput(0, 1, "step 0 of rank 1\n", "making /shared/trace <script>alert(2)</script>" + LEFT_OUT + "gave up\n",
+               0, 81920, 0),
+]
+MAKEDIRS_WARNINGS = [Warned(0, "UserWarning", "Detected an existing checkpoint in /shared/dcp/model, overwriting",
+                            "torch/distributed/checkpoint/state_dict_saver.py", 472, 4, [0, 1, 2, 3])]
 
 
 def crash_finding() -> FindingRecord:

@@ -256,3 +256,27 @@ def test_quick_runs_each_verdict_once_on_a_shared_filesystem_where_it_can() -> N
 def test_quick_and_a_profile_are_refused_together(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--quick", "--profile", "nfs", "--report", ""]) == 2
     assert "--quick or --profile" in capsys.readouterr().err
+
+
+def test_rank_output_stays_off_the_console_and_the_finding_keeps_it(tmp_path: Path) -> None:
+    """Ranks that print and warn at every example: the console shows the table and, for the
+    failure, the counterexample's output once (each distinct warning once, with its count); the
+    report keeps it. A search that passes prints none of it."""
+    jobs = "tests._output_jobs"
+    passed = _simfs("run", f"{jobs}:warns_and_passes", "--profile", "nfs", "--examples", "10", "--report", "passed",
+                    cwd=tmp_path)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "every example" not in passed.stdout + passed.stderr
+    failed = _simfs("run", f"{jobs}:warns_and_races", "--profile", "beegfs", "--examples", "20", "--report", "failed",
+                    cwd=tmp_path)
+    shown = failed.stdout + failed.stderr
+    assert failed.returncode == 1 and "FileExistsError" in shown, shown
+    assert shown.count("a rank warns at every example") == 1, shown
+    assert re.search(r"warning \(4 times, ranks 0-3\): \S+_output_jobs.py:12: UserWarning: a rank warns", shown)
+    assert shown.count("printed by a rank at every example") == 4  # each rank's stdout, once
+    (outcome,) = decode((tmp_path / "failed" / "report.json").read_bytes()).outcomes
+    assert outcome.finding is not None
+    (warned,) = outcome.finding.warnings
+    assert (warned.category, warned.count, warned.ranks, warned.lineno) == ("UserWarning", 4, [0, 1, 2, 3], 12)
+    assert [(o.rank, o.stdout) for o in outcome.finding.output] == \
+        [(rank, "printed by a rank at every example\n") for rank in range(4)]

@@ -266,30 +266,54 @@ def test_a_crash_a_ranks_own_operation_triggers_kills_the_processes_of_its_node(
 
 
 def test_no_rank_process_outlives_a_killed_host(tmp_path: Path) -> None:
+    """The host is killed while its rank swallows every exception: the zygote and the rank, its
+    descendants (found through /proc: what a rank prints stays in its capture), end with it."""
     script = "import simfs, _carrier_jobs\nsimfs.Cluster(1, 1, carrier='process').run(_carrier_jobs.outlive_the_host)\n"
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    host = subprocess.Popen([sys.executable, "-c", script], env=env)
     try:
-        assert host.stdout is not None
-        line = host.stdout.readline()
-        assert line.startswith("rank pid"), line
-        rank = int(line.split()[-1])
+        deadline = time.monotonic() + 120
+        while len(descendants := _descendants(host.pid)) < 2:  # the zygote and the rank
+            assert time.monotonic() < deadline and host.poll() is None, "the rank process never started"
+            time.sleep(0.05)
+        time.sleep(0.5)  # the rank in its loop
     finally:
         host.kill()
         host.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _running(rank):
+    while time.monotonic() < deadline and any(_running(pid) for pid in descendants):
         time.sleep(0.05)
-    assert not _running(rank)
+    assert not any(_running(pid) for pid in descendants)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid``, as /proc lists each thread's children."""
+    found: list[int] = []
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return found
+    for tid in threads:
+        try:
+            children = Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
+        except FileNotFoundError:
+            continue
+        for child in map(int, children):
+            found += [child, *_descendants(child)]
+    return found
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (R running, S sleeping, Z zombie...), "" when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return ""
 
 
 def _running(pid: int) -> bool:
     """Whether the process exists and is not a zombie (an exited process its new parent has not reaped)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
+    return _state(pid) not in ("", "Z")
 
 
 def test_signals_between_rank_processes_run_the_receivers_handlers() -> None:
@@ -312,15 +336,18 @@ def test_ctrl_c_stops_a_run_whose_rank_never_yields() -> None:
     script = textwrap.dedent("""
         import simfs, _carrier_jobs
         try:
-            simfs.Cluster(1, 1, carrier="process").run(_carrier_jobs.spin_after_saying_so)
+            simfs.Cluster(1, 1, carrier="process").run(_carrier_jobs.spin_forever)
         except simfs.Interrupted as interrupted:
             print("interrupted:", sorted(interrupted.result.errors), flush=True)
     """)
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
     try:
-        assert host.stdout is not None
-        rank = int(host.stdout.readline().split()[-1])
+        deadline = time.monotonic() + 120
+        # the rank spins: the zygote's child (found[0] is the zygote, which may run while it forks)
+        while not (len(found := _descendants(host.pid)) > 1 and _state(rank := found[-1]) == "R"):
+            assert time.monotonic() < deadline and host.poll() is None, "the rank process never spun"
+            time.sleep(0.05)
         host.send_signal(signal.SIGINT)
         out, _ = host.communicate(timeout=30)
     finally:
@@ -365,7 +392,8 @@ def test_a_host_holding_more_than_1023_descriptors_serves_its_ranks(capfd: pytes
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert result.ok and result.returns == {0: 7, 1: 7}, result.summary()
-    assert capfd.readouterr().out.count("printed by the rank") == 2
+    assert [out.stdout for out in result.output.values()] == ["printed by the rank\n"] * 2
+    assert "printed by the rank" not in capfd.readouterr().out  # kept with the result, not on the console
 
 
 def _nulled_descriptors() -> int:
@@ -450,7 +478,8 @@ def _logs_a_warning() -> bool:
 
 def test_a_log_handler_made_on_the_hosts_console_writes_to_the_ranks(capfd: pytest.CaptureFixture[str]) -> None:
     """A library adds its handler on sys.stderr at import (transformers does): imported before the
-    ranks start (Cluster's preload), each rank's records reach its own console, as under torchrun."""
+    ranks start (Cluster's preload), each rank's records reach its own console, as under torchrun,
+    which the result keeps (nothing reaches the host's)."""
     import logging
 
     logger = logging.getLogger("simfs-test-library")
@@ -461,4 +490,5 @@ def test_a_log_handler_made_on_the_hosts_console_writes_to_the_ranks(capfd: pyte
     finally:
         logger.removeHandler(handler)
     assert result.ok, result.summary()
-    assert capfd.readouterr().err.count("a warning from the rank") == 2
+    assert [out.stderr.count("a warning from the rank") for out in result.output.values()] == [1, 1]
+    assert "a warning from the rank" not in capfd.readouterr().err

@@ -157,3 +157,28 @@ def test_clicking_a_mark_shows_its_details(page: Any) -> None:
     panel.locator(".mark.failing").click()
     assert panel.locator(".detail").text_content() == \
         "0.0000003 s  rank 1 (node0): mkdir /shared/trace → EEXIST"
+
+
+def test_a_findings_rank_output_is_shown_each_warning_once(page: Any) -> None:
+    finding = page.locator("#finding-0")
+    output = finding.locator(".output[data-run='0']")
+    assert output.is_visible()
+    rows = output.locator("table.warnings tbody tr")
+    assert rows.count() == 1  # four ranks showed it: one row that says so
+    cells = [rows.first.locator("td").nth(i).inner_text() for i in range(5)]
+    assert cells[:3] == ["4", "ranks 0-3", "UserWarning"] and cells[3].startswith("Detected an existing checkpoint")
+    assert cells[4] == "torch/distributed/checkpoint/state_dict_saver.py:472"
+    streams = output.locator("details.stream")
+    assert [(streams.nth(i).get_attribute("data-rank"), streams.nth(i).get_attribute("data-stream"))
+            for i in range(streams.count())] == [("0", "stdout"), ("1", "stdout"), ("1", "stderr")]
+    stderr = output.locator("details.stream[data-rank='1'][data-stream='stderr']")
+    text = stderr.locator("pre")
+    assert text.is_visible() and "<script>alert(2)</script>" in text.inner_text()  # shown as text, never run
+    assert "81,920 bytes left out" in stderr.locator("summary").inner_text()
+    long_line = box(output.locator("details.stream[data-rank='0'] pre"))
+    assert inside(long_line, box(finding))  # 3,600 characters on one line wrap inside the page
+    assert box(output)["y"] < box(finding.locator(".panel").first)["y"]  # above the timeline
+    stderr.locator("summary").click()  # folds away
+    assert not text.is_visible()
+    stderr.locator("summary").click()
+    assert text.is_visible()

@@ -67,7 +67,7 @@ def test_schema_md_documents_every_field_and_no_other() -> None:
     text = (Path(model.__file__).parent / "reporting" / "SCHEMA.md").read_text()
     sections = re.split(r"^## ", text, flags=re.M)[1:]
     documented = {s.split("\n", 1)[0].split(" ")[0]: set(re.findall(r"^\| `(\w+)` \|", s, re.M)) for s in sections}
-    for struct in (Report, model.ScenarioOutcome, FindingRecord, Failure, Event):
+    for struct in (Report, model.ScenarioOutcome, FindingRecord, Failure, Event, model.RankOutput, model.Warned):
         assert documented[struct.__name__] == set(struct.__struct_fields__), struct.__name__
     assert f"schema {model.SCHEMA}" in text.splitlines()[0]
 
@@ -107,6 +107,23 @@ def test_read_json_refuses_what_is_not_a_report_object(tmp_path: Path, content: 
     path.write_text(content)
     with pytest.raises(ValueError, match=re.escape(f"{path}: not a simfs report: ")):
         read_json(path)
+
+
+def test_a_finding_keeps_its_ranks_output_and_an_older_report_reads_without_it(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    write_json(sample_report(), path)
+    data = json.loads(path.read_text())
+    finding = data["outcomes"][0]["finding"]
+    assert finding["warnings"] == [{"run": 0, "category": "UserWarning",
+                                    "message": "Detected an existing checkpoint in /shared/dcp/model, overwriting",
+                                    "filename": "torch/distributed/checkpoint/state_dict_saver.py", "lineno": 472,
+                                    "count": 4, "ranks": [0, 1, 2, 3]}]
+    assert [(o["rank"], o["stderr_left_out"]) for o in finding["output"]] == [(0, 0), (1, 81920)]
+    for written in data["outcomes"]:  # as schema 1 was written before the output was kept
+        if written["finding"] is not None:
+            del written["finding"]["output"], written["finding"]["warnings"]
+    path.write_text(json.dumps(data))
+    assert read_json(path).outcomes[0].finding.output == []  # type: ignore[union-attr]
 
 
 # -- JUnit XML --------------------------------------------------------------------------------------
@@ -154,6 +171,10 @@ def test_junit_error_and_expected_failure(tmp_path: Path) -> None:
     assert expected.find("failure") is None and expected.find("error") is None
     out = expected.find("system-out")
     assert out is not None and f"simfs replay '{MAKEDIRS_REPLAY}'" in (out.text or "")
+    text = out.text or ""
+    assert "\nwarning" not in text and "  warning (4 times, ranks 0-3): torch/distributed/checkpoint/" \
+        "state_dict_saver.py:472: UserWarning: Detected an existing checkpoint" in text
+    assert "  rank 1 stderr:\n    making /shared/trace <script>" in text and "81,920 bytes left out" in text
 
 
 def test_replay_command_quotes_for_the_shell() -> None:
@@ -170,6 +191,16 @@ def test_html_is_self_contained_and_escapes_what_it_shows() -> None:
     assert re.findall(r"https?://[^\"' ]+", page) == ["http://www.w3.org/2000/svg"] * len(re.findall("<svg", page))
     assert not re.search(r"<link|<img|<iframe|\ssrc=|@import|@font-face", page)
     assert "url(" not in page
+
+
+def test_html_shows_a_findings_rank_output_escaped() -> None:
+    page = render_html(sample_report())
+    section = page[page.index('id="finding-0"'):page.index('id="finding-2"')]
+    assert "<h3>Output of the ranks</h3>" in section
+    assert section.count("<tr><td class=\"num\">4</td><td>ranks 0-3</td>") == 1
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in section
+    assert "rank 1 stderr (81,920 bytes left out: the first and last 16,384 kept)" in section
+    assert "Output of the ranks" not in page[page.index('id="finding-2"'):]  # its ranks wrote nothing
 
 
 def test_html_summary_table_marks_each_result() -> None:

@@ -196,13 +196,19 @@ def _read_until_exit(proc: subprocess.Popen[bytes], fd: int, timeout: float) -> 
     raise AssertionError(f"simfs run did not end in {timeout:g} s: {b''.join(chunks)[-3000:]!r}")
 
 
-def test_what_a_rank_prints_reaches_the_hosts_stdout_made_visible(tmp_path: Path) -> None:
+def test_what_a_rank_prints_is_kept_and_shown_made_visible(tmp_path: Path) -> None:
+    """A rank process's stdout reaches its run's capture, not the host's stdout; where it is
+    shown (a failed run's summary), its control sequences are made visible."""
     (tmp_path / "host").mkdir()
-    (tmp_path / "host" / "printer.py").write_text("def job():\n    print('from the rank \\x1b[2J')\n")
+    (tmp_path / "host" / "printer.py").write_text(
+        "def job():\n    print('from the rank \\x1b[2J')\n    raise ValueError('after printing')\n")
     body = "sys.path.insert(0, os.getcwd())\nimport printer\n" + RESULT.format(
-        run="simfs.Cluster(1, 2).run(printer.job)")
-    _, proc = host(body, tmp_path)
-    assert proc.stdout.count(b"from the rank \\x1b[2J\n") == 2 and b"\x1b" not in proc.stdout
+        run="simfs.Cluster(1, 2).run(printer.job)") + (
+        "out['kept'] = {r: o.stdout for r, o in result.output.items()}\nout['summary'] = result.summary()\n")
+    out, proc = host(body, tmp_path)
+    assert out["kept"] == {"0": "from the rank \x1b[2J\n", "1": "from the rank \x1b[2J\n"}  # (JSON keys)
+    assert b"from the rank" not in proc.stdout
+    assert out["summary"].count("from the rank \\x1b[2J") == 2 and "\x1b" not in out["summary"]
 
 
 # -- class 5: the greenlet child's descriptors --------------------------------------------------------------

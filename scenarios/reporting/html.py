@@ -9,6 +9,7 @@ from html import escape
 from ..outcome import FindingRecord, Report, ScenarioOutcome
 from ._common import replay_command, seconds, write_file
 from .coverage import coverage_cell
+from .output import output_html
 from .timeline import STYLE, legend_svg, timeline_svgs
 
 _CSS = """
@@ -28,6 +29,11 @@ pre { background: #f6f8fa; padding: .6rem; overflow-x: auto; white-space: pre-wr
 .scroll { overflow-x: auto; border: 1px solid #ddd; }
 .detail { font-family: ui-monospace, monospace; color: #333; min-height: 1.3em; margin: .2rem 0 0; }
 section.finding, section.error { border-top: 2px solid #ccc; }
+table.warnings { border-collapse: collapse; margin: .3rem 0; }
+table.warnings th, table.warnings td { padding: .2rem .5rem; border-bottom: 1px solid #ddd; text-align: left;
+  vertical-align: top; }
+table.warnings td.num { text-align: right; }
+details.stream { margin: .3rem 0; } details.stream summary { font-family: ui-monospace, monospace; cursor: pointer; }
 """
 
 _SCRIPT = """
@@ -121,7 +127,7 @@ def _finding(index: int, outcome: ScenarioOutcome, finding: FindingRecord) -> st
             f"<h3>Counterexample</h3><pre class=\"description\">{escape(finding.description)}</pre>"
             f'<h3>Replay</h3><div class="replay"><pre><code>{escape(replay_command(finding.replay))}</code></pre>'
             f'<button class="copy" type="button">copy</button></div>'
-            f"{_root_cause(finding)}{_timeline(finding)}</section>")
+            f"{_root_cause(finding)}{output_html(finding)}{_timeline(finding)}</section>")
 
 
 def _error(index: int, outcome: ScenarioOutcome) -> str:

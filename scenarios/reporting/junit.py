@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 
 from ..outcome import Report, ScenarioOutcome
 from ._common import replay_command, write_file
+from .output import output_text
 
 # characters XML 1.0 does not allow, even escaped (ANSI colours in a traceback, NULs)
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -23,7 +24,9 @@ def _finding_text(outcome: ScenarioOutcome) -> str:
     finding = outcome.finding
     if finding is None or not finding.failed:
         return f"no failure found in {outcome.examples} examples"
-    return f"{finding.description}\n\nreplay: {replay_command(finding.replay)}\n"
+    output = output_text(finding)
+    output = f"\n\n{output}" if output else ""
+    return f"{finding.description}{output}\n\nreplay: {replay_command(finding.replay)}\n"
 
 
 def _testcase(suite: ET.Element, outcome: ScenarioOutcome) -> None:

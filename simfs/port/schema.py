@@ -91,6 +91,16 @@ class Note(Request, frozen=True):
     outcome: Text
 
 
+class Warned(Request, frozen=True):
+    """A warning the asking rank showed (what Python's warnings would write to its stderr), kept
+    with its output."""
+
+    category: Name
+    message: Text
+    filename: Text
+    lineno: int
+
+
 class Alive(Request, frozen=True):
     """Whether process ``pid`` of the rank's node is alive."""
 
@@ -313,8 +323,8 @@ class Native(_Reply, frozen=True):
     the rank makes it itself, under its confinement."""
 
 
-AnyRequest = (SystemCall | CheckDescriptor | Elapse | Block | NotifyAll | Note | Alive | Signal | Disposition | Exit
-              | Spawn | BusyThreads | Progress | DistInit | DistDestroy | DistNewGroup | DistGroup | Collective
+AnyRequest = (SystemCall | CheckDescriptor | Elapse | Block | NotifyAll | Note | Warned | Alive | Signal | Disposition
+              | Exit | Spawn | BusyThreads | Progress | DistInit | DistDestroy | DistNewGroup | DistGroup | Collective
               | StoreShared | StoreListen | StoreConnect | StoreClients | StoreOp)
 REQUESTS: tuple[type[Request], ...] = AnyRequest.__args__
 FromRank = Hello | Call | Done | Raised | Unsendable

@@ -131,6 +131,10 @@ class MachineClient:
         """A trace line: the host writes it in this rank's name."""
         self._ask(schema.Note(op, path, schema.text(outcome)))
 
+    def warned(self, rank: int, category: str, message: str, filename: str, lineno: int) -> None:
+        """A warning the rank showed: the host keeps it with the rank's output (the channel's rank)."""
+        self._ask(schema.Warned(category[:256], schema.text(message), schema.text(filename), lineno))
+
     def process_on(self, node: int, pid: int) -> int | None:
         """The pid when that process of the node is alive (the host's Process stays there)."""
         alive: bool = self._ask(schema.Alive(pid))

@@ -138,7 +138,7 @@ def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, star
          job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], parent: int,
          memory: int | None = None) -> NoReturn:
     """The rank process from fork to exit (``start``: its schema.RankSpec; ``console``: the write
-    ends of its stdout and stderr pipes, which the host shows; ``outbox``: its collectives'
+    ends of its stdout and stderr pipes, which the host keeps as its output; ``outbox``: its collectives'
     tensors, outbox.py; ``memory``: the private memory it may take, RLIMIT_DATA)."""
     code = 0
     try:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..capture import Capture
 from ..errors import RankKilled, TaskKilled
 from ..faults import CrashNode, CrashServer, EvictClient, PowerLoss
 from ..fs.filesystems import Filesystems
@@ -59,6 +60,7 @@ class Machine:
         self.node_ops = [0] * fs.nodes
         self.total_ops = 0
         self.processes: list[Process] = []
+        self.outputs: dict[int, Capture] = {}  # rank -> what it writes to its stdout and stderr, its warnings
         self.crashed_nodes: dict[int, str] = {}
         self.crashes = 0  # nodes and servers that crashed in this run
         self.on_crash: Any = None  # callback(node, why) set by the run for its report
@@ -146,6 +148,10 @@ class Machine:
     def note(self, op: str, path: str, outcome: str, rank: int = -1, node: int = -1) -> None:
         """A trace line for something that is not a rank's operation (a crash, a timer)."""
         self.trace.append(TraceEvent(self.now(), rank, node, op, path, outcome))
+
+    def warned(self, rank: int, category: str, message: str, filename: str, lineno: int) -> None:
+        """A warning the rank showed, kept with its output (capture.py)."""
+        self.outputs[rank].warned(category, message, filename, lineno)
 
     # -- locks -----------------------------------------------------------------------------------
     def lock(self, of: OpenFile, owner: Any, operation: int) -> None:

@@ -21,22 +21,22 @@ Make = Callable[[Process, Any], Any]  # (process, the host's value) -> the proce
 
 
 class RankStream(io.TextIOBase):
-    """A rank's sys.stdout/stderr: writes reach the host's stream of the run's start; closing or
-    replacing it changes only the rank's own view. Its stdin reads as /dev/null does."""
+    """A rank's sys.stdout/stderr: writes are the rank's output on its console's descriptor
+    (tasks/console.py: kept with the run's result, simfs/capture.py); closing or replacing it
+    changes only the rank's own view. Its stdin reads as /dev/null does."""
 
-    def __init__(self, host: Any, fd: int, console: Any) -> None:
+    def __init__(self, fd: int, console: Any) -> None:
         super().__init__()
-        self._host = host
         self._fd = fd
         self._console = console  # the process's descriptors 0-2: os.close(1) closes this too
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self._host, "encoding", None) or "utf-8"
+        return "utf-8"
 
     @property
     def errors(self) -> str | None:  # type: ignore[override]
-        return getattr(self._host, "errors", None)
+        return "backslashreplace"
 
     def writable(self) -> bool:
         return self._fd != 0
@@ -54,15 +54,11 @@ class RankStream(io.TextIOBase):
         self._checkClosed()
         if self._fd == 0:
             raise io.UnsupportedOperation("not writable")
-        self._console.check(self._fd)
-        if self._host is None:
-            return len(text)
-        return self._host.write(text)  # type: ignore[no-any-return]
+        self._console.write(self._fd, text.encode("utf-8", "backslashreplace"))
+        return len(text)
 
     def flush(self) -> None:
         self._checkClosed()
-        if self._host is not None and self._fd != 0:
-            self._host.flush()
 
     def read(self, size: int | None = -1) -> str:
         self._checkClosed()
@@ -87,9 +83,11 @@ class Slot:
 
 
 SLOTS: list[Slot] = [
-    Slot("sys", "stdout", lambda proc, host: RankStream(host, 1, proc.console)),
-    Slot("sys", "stderr", lambda proc, host: RankStream(host, 2, proc.console)),
-    Slot("sys", "stdin", lambda proc, host: RankStream(None, 0, proc.console)),
+    Slot("sys", "stdout", lambda proc, host: RankStream(1, proc.console)),
+    Slot("sys", "stderr", lambda proc, host: RankStream(2, proc.console)),
+    Slot("sys", "stdin", lambda proc, host: RankStream(0, proc.console)),
+    Slot("sys", "__stdout__", lambda proc, host: RankStream(1, proc.console)),
+    Slot("sys", "__stderr__", lambda proc, host: RankStream(2, proc.console)),
     Slot("sys", "argv", lambda proc, host: list(host)),
     Slot("sys", "path", lambda proc, host: list(host)),
     Slot("sys", "excepthook", lambda proc, host: sys.__excepthook__),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _real, carriers
+from ..capture import Capture, outputs
 from ..choices import ChoiceSource
 from ..errors import Interrupted, SimfsError, TaskKilled
 from ..faults import Fault
@@ -89,7 +90,8 @@ class Run:
                                native=settings.torch_distributed == "c10d")
         self.stores = Stores(self.sched, self.world.latency, lambda node: node not in self.machine.crashed_nodes)
         dist = DistRequests(self.world, self.stores, lambda rank: rank // settings.ranks_per_node)
-        self.carrier: Carrier = GreenletCarrier(self.sched, dist, self._end_process, store_names) \
+        self.carrier: Carrier = GreenletCarrier(self.sched, dist, self._end_process, self.machine.outputs,
+                                                store_names) \
             if settings.carrier == carriers.GREENLET else \
             ProcessCarrier(self.machine, self.sched, dist, self._end_process, settings.rank_memory,
                            settings.preload)
@@ -162,6 +164,7 @@ class Run:
                            hostname=f"node{node}", env=env, cwd=s.cwd, seed=s.seed, run=self.index)
             proc.sys = Syscalls(machine, proc)
             machine.processes.append(proc)
+            machine.outputs[rank] = Capture()
             self.fs.proc[node].add(proc.pid, proc.pid - local_rank - 1, ["python", *sys.argv[1:]], env)
         for proc in list(machine.processes):
             delay = machine.faults.start_delays.get(proc.rank, 0.0)
@@ -287,4 +290,5 @@ class Run:
                       crashed=state.crashed, hung=hung,
                       virtual_time=sched.now - start, wall_time=wall, trace=self.machine.trace, replay_spec=replay,
                       ops=self.machine.total_ops, switches=sched.switches, notes=state.notes,
-                      node_ops=list(self.machine.node_ops), carrier=self.settings.carrier)
+                      node_ops=list(self.machine.node_ops), carrier=self.settings.carrier,
+                      output=outputs(self.machine.outputs))

@@ -50,6 +50,8 @@ class Machine(Protocol):
 
     def note(self, op: str, path: str, outcome: str, rank: int = -1, node: int = -1) -> None: ...
 
+    def warned(self, rank: int, category: str, message: str, filename: str, lineno: int) -> None: ...
+
 
 class SystemCalls(Protocol):
     """The system calls a simulated file object (rank/fileobj.py) and fsspec's view of the

@@ -25,6 +25,7 @@ from . import (
     stdlib,
     thirdparty,
     threads,
+    warned,
 )
 from .registry import scan_modules, verify
 
@@ -40,7 +41,7 @@ def install(*, modules_unchanged: bool = False) -> None:
     with _lock:
         if not _installed:
             for group in (files, procstate, clock, stdlib, threads, signals, selecting, thirdparty, hostcalls, imports,
-                          libraries, mapping, oslevel):
+                          libraries, mapping, warned, oslevel):
                 group.install()
             oslevel.patch_everything_else()
             audit.install()
@@ -49,8 +50,14 @@ def install(*, modules_unchanged: bool = False) -> None:
             verify()
             if not modules_unchanged:
                 thirdparty.install()  # libraries imported since the last run
+        warned.remember_host()
         if sys.modules.get("fsspec") is not None:
             from ..fsspec_view import register
 
             register()
         scan_modules()
+
+
+def run_ended() -> None:
+    """What install() noted of the host for one run, dropped as the run ends."""
+    warned.forget_host()

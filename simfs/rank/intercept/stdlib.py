@@ -161,10 +161,21 @@ def _is_real_stream(stream: Any) -> bool:
     return isinstance(fd, int) and 3 <= fd < FD_BASE
 
 
+def _console_fd(stream: Any) -> int | None:
+    """1 or 2 for a stream on the console's stdout or stderr, else None."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    return fd if fd in (1, 2) else None
+
+
 def _emit(task: Task, handler: logging.StreamHandler[Any], record: logging.LogRecord) -> None:
     """logging inside a rank: a FileHandler the host configured writes the rank's records to the
     same path on the rank's simulated machine (as a process that inherited the configuration
-    would); a handler holding another real file of the host is refused."""
+    would); a handler on the console's stdout or stderr writes to the rank's (on greenlet ranks,
+    which share the host's handlers: a rank process's handlers are its own); a handler holding
+    another real file of the host is refused."""
     if isinstance(handler, logging.FileHandler):
         streams = task.context.settings.setdefault("log_files", {})
         stream = streams.get(id(handler))
@@ -174,6 +185,14 @@ def _emit(task: Task, handler: logging.StreamHandler[Any], record: logging.LogRe
         try:
             stream.write(handler.format(record) + handler.terminator)
             stream.flush()
+        except Exception:  # noqa: BLE001 - as logging does: the handler reports its own failures
+            handler.handleError(record)
+        return
+    console = task.context.console
+    fd = _console_fd(handler.stream)
+    if fd is not None and console.sink is not None:  # a greenlet rank: the host's console, as its own
+        try:
+            console.write(fd, (handler.format(record) + handler.terminator).encode("utf-8", "backslashreplace"))
         except Exception:  # noqa: BLE001 - as logging does: the handler reports its own failures
             handler.handleError(record)
         return

@@ -140,7 +140,8 @@ def install() -> None:
         for module in [m for m in sys.modules if m not in _looked_at]:
             if sys.modules.get(module) is not None:
                 _patch(module)
-    if not any(isinstance(finder, _PatchOnImport) for finder in sys.meta_path):
+    # (type, not isinstance: an ABC's check may clear its stale cache, freeing objects a host froze)
+    if not any(type(finder) is _PatchOnImport for finder in sys.meta_path):
         sys.meta_path.insert(0, _PatchOnImport())  # the run's HostGuard takes it out again
 
 

@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ...capture import Capture
 from ...errors import OutsideSimulation, SimfsError
 from ...port import schema
 from ...rank.dist import Shared, WorldClient
@@ -59,8 +60,9 @@ class GreenletCarrier:
     requests = 0  # a greenlet rank's every request is a switch of the scheduler
 
     def __init__(self, sched: Scheduler, dist: DistRequests, end_process: Callable[[Process, str], None],
-                 store_names: StoreNames | None = None) -> None:
+                 outputs: dict[int, Capture], store_names: StoreNames | None = None) -> None:
         self.sched = sched
+        self._outputs = outputs  # rank -> its output: what its console and streams write
         self._end_process = end_process
         self._host = DirectHost(sched, dist.handlers())
         self._world = dist.world
@@ -76,6 +78,7 @@ class GreenletCarrier:
         threads that still make progress, and run its atexit handlers."""
         sched = self.sched
         proc.c10d_host = self._host
+        proc.console.sink = self._outputs[proc.rank].write
         world = self._world.world
         proc.dist = WorldClient(self._host.ask, SimGroup(list(world.ranks), world.name, world.timeout),
                                 self._world.initialized[proc.rank], Shared())

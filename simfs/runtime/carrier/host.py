@@ -7,6 +7,7 @@ request: exactly one thread of the cluster runs at a time."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import sys
@@ -75,7 +76,7 @@ class ProcessCarrier:
         preload(preloaded)
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
         self.outboxes = Outboxes.create(len(dist.world.world.ranks))  # the ranks' collectives' tensors
-        self.relay = Relay()  # what the rank processes write to their stdout and stderr
+        self.relay = Relay()  # what the rank processes write to their stdout and stderr, to their captures
         for kind, serve in dist.handlers().items():
             self._handlers[kind] = _as_rank(serve)
         missing = set(schema.REQUESTS) - set(self._handlers)
@@ -107,8 +108,9 @@ class ProcessCarrier:
         self._launching.append(rank)
         if len(self._launching) >= LAUNCH_WINDOW:
             self._started()
-        self.relay.add(out, "stdout")
-        self.relay.add(err, "stderr")
+        output = self.machine.outputs[proc.rank]
+        self.relay.add(out, functools.partial(output.write, 1))
+        self.relay.add(err, functools.partial(output.write, 2))
         for signum, handler in list(proc.signal_handlers.items()):
             if callable(handler):  # Python's own (SIGINT's default_int_handler) runs in the rank too
                 proc.signal_handlers[signum] = Forward(rank)
@@ -233,7 +235,7 @@ class ProcessCarrier:
             self._died(rank)
 
     def _wait(self, rank: RankProcess) -> None:
-        """Until the rank's next message arrives, or its process ends, show what it writes."""
+        """Until the rank's next message arrives, or its process ends, keep what it writes."""
         if wire.soon(rank.fd):
             return
         watched = [rank.fd, rank.pidfd, *(fd for fd in rank.outputs if fd in self.relay.fds)]

@@ -35,9 +35,9 @@ class ProcessRequests:
         return {
             schema.SystemCall: self.sys, schema.CheckDescriptor: self.check_fd, schema.Elapse: self.elapse,
             schema.Block: self.block, schema.NotifyAll: self.notify_all, schema.Note: self.note,
-            schema.Alive: self.alive, schema.Signal: self.signal, schema.Disposition: self.disposition,
-            schema.Exit: self.exit, schema.Spawn: self.spawn, schema.BusyThreads: self.busy_threads,
-            schema.Progress: self.progress,
+            schema.Warned: self.warned, schema.Alive: self.alive, schema.Signal: self.signal,
+            schema.Disposition: self.disposition, schema.Exit: self.exit, schema.Spawn: self.spawn,
+            schema.BusyThreads: self.busy_threads, schema.Progress: self.progress,
         }
 
     def sys(self, rank: RankProcess, call: schema.SystemCall) -> Any:
@@ -75,6 +75,10 @@ class ProcessRequests:
     def note(self, rank: RankProcess, request: schema.Note) -> None:
         """A trace line in the rank's name (its rank and node are the channel's, never the body's)."""
         self.machine.note(request.op, str(request.path), request.outcome, rank=rank.proc.rank, node=rank.proc.node)
+
+    def warned(self, rank: RankProcess, request: schema.Warned) -> None:
+        """A warning the rank showed, kept with its output (the channel's rank, never the body's)."""
+        self.machine.warned(rank.proc.rank, request.category, request.message, request.filename, request.lineno)
 
     def alive(self, rank: RankProcess, request: schema.Alive) -> bool:
         return self.machine.process_on(rank.proc.node, request.pid) is not None
