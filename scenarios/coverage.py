@@ -64,6 +64,24 @@ def reached(example: Example, execution: Execution) -> frozenset[str]:
     return frozenset(kinds)
 
 
+RARITY = "rarity of the events reached"  # the label of the steering score (hypothesis.target)
+
+
+class Rarity:
+    """The steering score of a search's examples: each kind of event an example reached counts
+    1 / (1 + the examples before it that reached it), so an example that reached what few others
+    did scores high, and Hypothesis's target phase mutates it towards more of the same."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+
+    def score(self, kinds: frozenset[str]) -> float:
+        """The example's score, then its kinds counted."""
+        value = sum(1.0 / (1 + self._counts[kind]) for kind in kinds)
+        self._counts.update(kinds)
+        return value
+
+
 def tally(examples: Iterable[frozenset[str]]) -> dict[str, int]:
     """How many examples reached each kind, the most reached first (ties by name)."""
     counts: Counter[str] = Counter()

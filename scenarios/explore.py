@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis import target as hypothesis_target
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import HypothesisException
 from hypothesis.strategies import DataObject
@@ -45,7 +46,7 @@ class _Failed(Exception):
 class _Search:
     """The state of one search across Hypothesis's calls of its test body."""
 
-    def __init__(self, target: Target, space: Space, crashes: bool, shrink_time: float) -> None:
+    def __init__(self, target: Target, space: Space, crashes: bool, shrink_time: float, steer: bool) -> None:
         self.target = target
         self.space = space
         self.crashes = crashes
@@ -60,6 +61,7 @@ class _Search:
         self.best: tuple[Example, Execution] | None = None
         self.internal: BaseException | None = None
         self.reached: list[frozenset[str]] = []  # the kinds of event each example reached
+        self.rarity = coverage.Rarity() if steer else None  # the score Hypothesis's target phase climbs
 
     def out_of_time(self) -> bool:
         return self.first_failure is not None and time.perf_counter() - self.first_failure > self.shrink_time
@@ -80,7 +82,10 @@ class _Search:
             example = replace(example, crash=draw_crash(data, self.space, self.has_server))
         self.examples += 1  # (an example whose draws Hypothesis cut short never ran)
         execution = execute(self.target, example)
-        self.reached.append(coverage.reached(example, execution))
+        kinds = coverage.reached(example, execution)
+        self.reached.append(kinds)
+        if self.rarity is not None:
+            hypothesis_target(self.rarity.score(kinds), label=coverage.RARITY)
         if execution.failure is not None:
             self.found(example, execution)
             raise _Failed
@@ -124,7 +129,7 @@ def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, ch
 def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None, check: Check | None = None,
             nodes: int, ranks_per_node: int, profile: str | simfs.Profile, faults: str | Iterable[str] = "default",
             crashes: Crashes = False, max_examples: int = 100, seed: int = 0, shrink_time: float = SHRINK_TIME,
-            explain: bool = False, isolate: bool = True, watchdog: float = 60.0,
+            explain: bool = False, steer: bool = False, isolate: bool = True, watchdog: float = 60.0,
             carrier: str = carriers.DEFAULT, preload: Iterable[str] = (),
             database: examples_db.DatabaseSpec = examples_db.DEFAULT, database_key: bytes | None = None) -> Finding:
     """Search for a run of ``job`` (then ``recover`` on the restarted cluster) where a rank
@@ -152,6 +157,10 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     (simfs's own library): its ranks share every module's globals, the generators of random,
     numpy and torch, and torch's C++ state.
 
+    ``steer=True``: each example's rarity (scenarios/coverage.py ``Rarity``: the events it reached
+    that few examples before it did) is given to Hypothesis's target phase, which mutates the rarest
+    examples in the second half of the budget (off by default: reports/BENCHMARKS.md measures it).
+
     ``database``: where the search remembers the failures it found (Hypothesis's example database),
     replaying them first on the next search of the same thing: "default" follows the current
     Hypothesis settings (under pytest, the project's profile; else `.hypothesis/examples`), a
@@ -175,20 +184,20 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
         found: Finding
         ops: list[examples_db.Op]
         found, ops = simfs.isolated(_detached_search, target, kinds, crashes, max_examples, seed, shrink_time,
-                                    explain, held, key, watchdog=watchdog, processes=carrier == "process")
+                                    explain, steer, held, key, watchdog=watchdog, processes=carrier == "process")
         if db is not None:
             examples_db.apply(db, ops)
         return replace(found, target=target)
-    return _search(target, kinds, crashes, max_examples, seed, shrink_time, explain, db, key)
+    return _search(target, kinds, crashes, max_examples, seed, shrink_time, explain, steer, db, key)
 
 
 def _detached_search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
-                     shrink_time: float, explain: bool, held: examples_db.Entries | None,
+                     shrink_time: float, explain: bool, steer: bool, held: examples_db.Entries | None,
                      key: bytes) -> tuple[Finding, list[examples_db.Op]]:
     """The search in simfs.isolated's child, with a recorded copy of the database's entries (the
     child writes no file): the finding and the changes for the caller to make to the database."""
     recorded = examples_db.Recorded(held) if held is not None else None
-    found = _search(target, kinds, crashes, max_examples, seed, shrink_time, explain, recorded, key)
+    found = _search(target, kinds, crashes, max_examples, seed, shrink_time, explain, steer, recorded, key)
     return _without_callables(found), recorded.ops if recorded is not None else []
 
 
@@ -206,7 +215,8 @@ plaindata.register(_detached)
 
 
 def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
-            shrink_time: float, explain: bool, database: ExampleDatabase | None = None, key: bytes = b"") -> Finding:
+            shrink_time: float, explain: bool, steer: bool = False, database: ExampleDatabase | None = None,
+            key: bytes = b"") -> Finding:
     start = time.perf_counter()
     if crashes == "exhaustive":
         from .exhaustive import exhaust
@@ -216,7 +226,7 @@ def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_exampl
     if simple.failure is not None:
         return finding_of(target, Example(), simple, examples=1, wall=time.perf_counter() - start, found_at=1,
                           coverage=coverage.tally([coverage.reached(Example(), simple)]))
-    search = _Search(target, _space(target, kinds, simple), bool(crashes), shrink_time)
+    search = _Search(target, _space(target, kinds, simple), bool(crashes), shrink_time, steer)
     search.examples = 1
     search.reached.append(coverage.reached(Example(), simple))
     _hypothesis(search, max_examples, seed, explain, database, key)
@@ -235,7 +245,8 @@ def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_exampl
 
 def _hypothesis(search: _Search, max_examples: int, seed: int, explain: bool, database: ExampleDatabase | None,
                 key: bytes) -> None:
-    phases = [Phase.reuse, Phase.generate, Phase.shrink] + ([Phase.explain] if explain else [])
+    phases = [Phase.reuse, Phase.generate, *([Phase.target] if search.rarity is not None else []), Phase.shrink,
+              *([Phase.explain] if explain else [])]
 
     # (settings outside seed: hypothesis.seed alone would turn the database off)
     @settings(database=database, max_examples=max_examples, deadline=None, phases=phases,

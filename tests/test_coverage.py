@@ -4,14 +4,21 @@ operations, injected errnos), counted per example, in the finding and its text."
 
 from __future__ import annotations
 
+import importlib
+from collections import Counter
+
 import _explore_jobs as jobs
 import pytest
 from conftest import MODEL_CARRIER
+from hypothesis import given
+from hypothesis import strategies as st
 
 import scenarios
+from scenarios.coverage import RARITY, Rarity
 from scenarios.registry import get, load_library
 from simfs.fs.journal import CrashState
 
+explore_module = importlib.import_module("scenarios.explore")  # (the package's `explore` is the function)
 SEARCH = {"nodes": 2, "ranks_per_node": 2, "carrier": MODEL_CARRIER, "isolate": False, "database": None}
 
 
@@ -67,3 +74,41 @@ def test_a_crash_state_says_what_it_kept(state: CrashState, kinds: list[str]) ->
     states = [CrashState(0, data_kept=0), CrashState(1, data_kept=1), CrashState(2, data_kept=3), state]
     assert state.kinds(states) == kinds
     assert CrashState(0).kinds([CrashState(0)]) == ["nothing unsynced to lose"]
+
+
+# -- steering: the rarity score Hypothesis's target phase climbs ---------------------------------------
+
+@given(st.lists(st.frozensets(st.sampled_from("abcdef")), max_size=30))
+def test_rarity_scores_a_kind_by_how_few_examples_reached_it_before(examples: list[frozenset[str]]) -> None:
+    rarity, before = Rarity(), Counter[str]()
+    for kinds in examples:
+        value = rarity.score(kinds)
+        assert value == pytest.approx(sum(1 / (1 + before[kind]) for kind in kinds))
+        new = [kind for kind in kinds if not before[kind]]
+        assert value >= len(new)  # an event no example reached before counts 1 at least
+        before.update(kinds)
+        if kinds:
+            assert rarity.score(kinds) < value  # the same events again: rarer no more
+            before.update(kinds)
+
+
+@pytest.mark.parametrize("steer", [False, True])
+def test_a_steered_search_gives_each_examples_rarity_to_the_target_phase(steer: bool,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    told: list[tuple[float, str]] = []
+    monkeypatch.setattr(explore_module, "hypothesis_target", lambda value, label: told.append((value, label)))
+    found = scenarios.explore(jobs.rank0_makedirs, profile="nfs", faults=["skew", "slow"], max_examples=30,
+                              steer=steer, **SEARCH)
+    assert not found.failed
+    if not steer:
+        assert told == []
+        return
+    assert len(told) == found.examples - 1  # every drawn example (the first runs before Hypothesis)
+    assert {label for _, label in told} == {RARITY}
+    assert max(value for value, _ in told) >= 1  # the first example to reach an event
+
+
+def test_a_steered_search_is_a_function_of_its_seed() -> None:
+    runs = [scenarios.explore(jobs.lingua_makedirs, profile="beegfs", faults=["skew", "slow"], max_examples=40,
+                              steer=True, seed=3, **SEARCH) for _ in range(2)]
+    assert runs[0].found_at == runs[1].found_at and runs[0].coverage == runs[1].coverage

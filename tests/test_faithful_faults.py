@@ -9,6 +9,7 @@ import time
 
 import pytest
 import torch.distributed as dist
+from conftest import MODEL
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +40,7 @@ def stubborn_job() -> str:
 @given(after_ops=st.integers(0, 30), seed=st.integers(0, 2**16))
 @settings(max_examples=15)
 def test_a_crashed_rank_runs_no_more_code_even_if_it_catches_base_exception(after_ops: int, seed: int) -> None:
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=seed, collective_timeout=60,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=seed, collective_timeout=60,
                             faults=[simfs.CrashNode(node=0, after_ops=after_ops)])
     result = cluster.run(stubborn_job)
     assert set(result.crashed) == {0}, result.summary()
@@ -65,7 +66,7 @@ def test_a_disk_inside_a_node_and_the_node_crash_together(fault: simfs.CrashServ
     power loss), and CrashNode(0) crashes the disk (unsynced data may be lost)."""
     lost = 0
     for seed in range(20):
-        cluster = simfs.Cluster(nodes=1, ranks_per_node=2, profile="local", seed=seed, faults=[fault])
+        cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=2, profile="local", seed=seed, faults=[fault])
         result = cluster.run(write_unsynced_then_mark)
         assert set(result.crashed) == {0, 1}, result.summary()
         assert any(e.op == "disk-crash" and e.path == "node0:/shared" for e in result.trace)
@@ -77,7 +78,7 @@ def test_a_disk_inside_a_node_and_the_node_crash_together(fault: simfs.CrashServ
 
 
 def test_a_network_server_crash_leaves_the_ranks_running() -> None:
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=1,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=1,
                             faults=[simfs.CrashServer(mount="/shared", on="stat:/shared/mark")])
     result = cluster.run(write_unsynced_then_mark)
     assert result.ok, result.summary()
@@ -107,7 +108,7 @@ def test_the_restarted_job_comes_a_restart_gap_later(gap: float) -> None:
     """After a crash, the next run starts restart_gap virtual seconds later: a survivor's cached
     negative entry (nfs: up to acdirmax = 60 s) has expired after the default 90 s, not after 0."""
     path = "/shared/d/f"
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=4, restart_gap=gap)
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=4, restart_gap=gap)
     cluster.run(lambda: os.makedirs("/shared/d", exist_ok=True) if dist.get_rank() == 0 else None)
     cluster.run(cache_a_negative_entry, path)
     crashed = cluster.run(create_and_crash, path, faults=[simfs.CrashNode(node=0, on="stat:/shared/mark")])
@@ -121,7 +122,7 @@ def test_the_restarted_job_comes_a_restart_gap_later(gap: float) -> None:
 
 def test_restart_gap_is_validated() -> None:
     with pytest.raises(ValueError, match="restart_gap"):
-        simfs.Cluster(restart_gap=-1)
+        simfs.Cluster(**MODEL, restart_gap=-1)
 
 
 def lock_deleted_by_other_node() -> str | None:
@@ -152,5 +153,5 @@ def lock_deleted_by_other_node() -> str | None:
 def test_flock_on_a_file_another_node_deleted(profile: str, expected: str) -> None:
     """NFS sends the lock by file handle: the file another node deleted answers ESTALE; a local
     disk keeps an open file alive, and node-local locks (BeeGFS) never ask the server."""
-    result = simfs.Cluster(nodes=2, ranks_per_node=1, profile=profile, seed=0).run(lock_deleted_by_other_node)
+    result = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile=profile, seed=0).run(lock_deleted_by_other_node)
     assert result.returns[0] == expected, result.summary()

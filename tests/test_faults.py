@@ -11,6 +11,7 @@ import time
 
 import pytest
 import torch.distributed as dist
+from conftest import MODEL
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -216,7 +217,7 @@ def exists(path: str) -> bool:
 @settings(max_examples=40)
 @given(after_ops=st.integers(0, 14), per_rank=st.integers(0, 6), seed=st.integers(0, 2**20))
 def test_crash_after_ops_fires_before_the_nodes_next_operation(after_ops, per_rank, seed):
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=2, profile="nfs", seed=seed,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=2, profile="nfs", seed=seed,
                             faults=[simfs.CrashNode(node=0, after_ops=after_ops)])
     result = cluster.run(stat_loop, per_rank)
     node0 = fs_ops(result, node=0)
@@ -259,7 +260,7 @@ def test_crash_after_ops_fires_before_the_nodes_next_operation(after_ops, per_ra
 def test_crash_where_points_at_rank_code_not_at_stdlib_helpers(job, args, func):
     """os.path.exists / os.makedirs are stdlib (frozen modules in 3.11): ``where`` must name
     the rank code's line that called them."""
-    cluster = simfs.Cluster(nodes=1, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.CrashNode(node=0, after_ops=1)])
     result = cluster.run(job, *args)
     assert set(result.crashed) == {0}
@@ -267,7 +268,7 @@ def test_crash_where_points_at_rank_code_not_at_stdlib_helpers(job, args, func):
 
 
 def test_crash_after_zero_ops_runs_nothing_on_the_node():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.CrashNode(node=1, after_ops=0)])
     result = cluster.run(stat_loop, 3)
     assert fs_ops(result, node=1) == []
@@ -280,7 +281,7 @@ def test_crash_after_zero_ops_runs_nothing_on_the_node():
 @given(whole=st.integers(0, 6), seed=st.integers(0, 2**20))
 def test_crash_at_time_stops_the_node_at_that_virtual_time(whole, seed):
     at = whole + 0.5
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=seed,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=seed,
                             faults=[simfs.CrashNode(node=0, at_time=at)])
     result = cluster.run(sleepy_stat_loop, 5)
     node0 = fs_ops(result, node=0)
@@ -298,7 +299,7 @@ def test_crash_at_time_stops_the_node_at_that_virtual_time(whole, seed):
 
 
 def test_crash_at_time_counts_from_the_start_of_the_run():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=4)
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=4)
     first = cluster.run(sleepy_stat_loop, 30)
     assert first.ok and first.virtual_time >= 30
     second = cluster.run(sleepy_stat_loop, 5, faults=[simfs.CrashNode(node=1, at_time=2.5)])
@@ -310,7 +311,7 @@ def test_crash_at_time_counts_from_the_start_of_the_run():
 
 # -- CrashNode: on= ----------------------------------------------------------------------------------
 def test_crash_on_op_fires_before_the_first_matching_op():
-    cluster = simfs.Cluster(nodes=1, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.CrashNode(node=0, on="rmdir")])
     names = ["a", "b"]
     result = cluster.run(mkdirs, names)
@@ -326,7 +327,7 @@ def test_crash_on_op_fires_before_the_first_matching_op():
 @given(names=st.lists(st.sampled_from(["ckpt-1", "ckpt-2", "log", "tmp", "ckpt-x"]), min_size=1, max_size=6,
                       unique=True), seed=st.integers(0, 2**16))
 def test_crash_on_op_and_path_glob(names, seed):
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=seed,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=seed,
                             faults=[simfs.CrashNode(node=0, on="mkdir:/shared/0-ckpt-*")])
     result = cluster.run(mkdirs, names)
     first = next((i for i, n in enumerate(names) if n.startswith("ckpt-")), None)
@@ -344,7 +345,7 @@ def test_crash_on_op_and_path_glob(names, seed):
 
 
 def test_crash_on_counts_only_the_crashing_nodes_operations():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.CrashNode(node=1, on="mkdir")])
     result = cluster.run(node_local_mkdirs)
     assert result.returns == {0: "done"}
@@ -352,7 +353,7 @@ def test_crash_on_counts_only_the_crashing_nodes_operations():
 
 
 def test_run_faults_replace_the_clusters_faults():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.CrashNode(node=1, after_ops=1)])
     assert set(cluster.run(stat_loop, 3).crashed) == {1}
     assert cluster.run(stat_loop, 3, faults=[]).ok
@@ -400,8 +401,8 @@ def test_fault_parameters_are_validated(make, message):
 ])
 def test_faults_out_of_range_for_the_cluster_are_rejected(fault, message):
     with pytest.raises(ValueError, match=message):
-        simfs.Cluster(nodes=2, ranks_per_node=2, profile="nfs", faults=[fault])
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=2, profile="nfs")
+        simfs.Cluster(**MODEL, nodes=2, ranks_per_node=2, profile="nfs", faults=[fault])
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=2, profile="nfs")
     with pytest.raises(ValueError, match=message):
         cluster.run(stat_loop, 1, faults=[fault])
 
@@ -410,7 +411,7 @@ def test_valid_faults_are_accepted():
     faults = [simfs.CrashNode(node=1, after_ops=0), simfs.CrashServer(mount="/shared", at_time=0.0),
               simfs.EvictClient(node=0, mount="/bucket", on="open:/bucket/*"), simfs.InjectErrno("EIO", ranks=[3]),
               simfs.SlowRank(rank=3, delay=0.0), simfs.SlowOps(delay=0.0), simfs.InjectErrno("EDQUOT", count=0)]
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=2, mounts={"/shared": "nfs", "/bucket": "objectstore"},
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=2, mounts={"/shared": "nfs", "/bucket": "objectstore"},
                             faults=faults)
     assert cluster.faults == faults
     assert faults[3].ranks == (3,)
@@ -418,7 +419,7 @@ def test_valid_faults_are_accepted():
 
 # -- InjectErrno -------------------------------------------------------------------------------------
 def test_inject_errno_by_op():
-    cluster = simfs.Cluster(nodes=1, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.InjectErrno("EIO", op="listdir")])
     result = cluster.run(open_and_stat)
     assert result.returns == {0: {"stat": "ok", "open": "ok", "listdir": "EIO"}}
@@ -426,14 +427,14 @@ def test_inject_errno_by_op():
 
 
 def test_inject_errno_by_path_glob():
-    cluster = simfs.Cluster(nodes=1, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.InjectErrno("EACCES", op="open", path="/shared/ckpt-*")])
     assert cluster.run(path_ops).returns == {0: {"/shared/ckpt-1": "EACCES", "/shared/ckpt-2": "EACCES",
                                                  "/shared/log": "ok"}}
 
 
 def test_inject_errno_by_ranks():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=2, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=2, profile="nfs", seed=0,
                             faults=[simfs.InjectErrno("ESTALE", op="stat", ranks=(1, 2))])
     result = cluster.run(try_ops, 3)
     assert result.returns == {0: ["ok"] * 3, 1: ["ESTALE"] * 3, 2: ["ESTALE"] * 3, 3: ["ok"] * 3}
@@ -443,7 +444,7 @@ def test_inject_errno_by_ranks():
 @given(seed=st.integers(0, 2**30))
 def test_inject_errno_probability_is_seeded_and_hits_both_ways(seed):
     def run() -> list[str]:
-        cluster = simfs.Cluster(nodes=1, ranks_per_node=2, profile="nfs", seed=seed,
+        cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=2, profile="nfs", seed=seed,
                                 faults=[simfs.InjectErrno("EIO", op="stat", probability=0.5, ranks=(1,))])
         result = cluster.run(try_ops, 40)
         assert result.returns[0] == ["ok"] * 40
@@ -456,7 +457,7 @@ def test_inject_errno_probability_is_seeded_and_hits_both_ways(seed):
 
 @pytest.mark.parametrize("probability, expected", [(0.0, {"ok"}), (1.0, {"EIO"})])
 def test_inject_errno_probability_extremes(probability, expected):
-    cluster = simfs.Cluster(nodes=1, ranks_per_node=1, profile="nfs", seed=5,
+    cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=1, profile="nfs", seed=5,
                             faults=[simfs.InjectErrno("EIO", op="stat", probability=probability)])
     assert set(cluster.run(try_ops, 30).returns[0]) == expected
 
@@ -464,7 +465,7 @@ def test_inject_errno_probability_extremes(probability, expected):
 @settings(max_examples=25)
 @given(count=st.integers(0, 8), per_rank=st.integers(1, 6), seed=st.integers(0, 2**16))
 def test_inject_errno_count_fails_only_the_first_matches(count, per_rank, seed):
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=seed,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=seed,
                             faults=[simfs.InjectErrno("EIO", op="stat", count=count)])
     result = cluster.run(try_ops, per_rank)
     assert result.ok, result.summary()
@@ -479,7 +480,7 @@ def test_inject_errno_count_fails_only_the_first_matches(count, per_rank, seed):
 @settings(max_examples=25)
 @given(delay=st.floats(0.0, 5000.0), slow=st.integers(0, 3), seed=st.integers(0, 2**16))
 def test_slow_rank_starts_late(delay, slow, seed):
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=2, profile="nfs", seed=seed,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=2, profile="nfs", seed=seed,
                             faults=[simfs.SlowRank(rank=slow, delay=delay)])
     result = cluster.run(first_op_time)
     assert result.ok, result.summary()
@@ -494,7 +495,7 @@ def test_slow_rank_starts_late(delay, slow, seed):
 
 
 def test_slow_rank_delays_a_collective_for_everyone():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.SlowRank(rank=1, delay=300.0)])
     result = cluster.run(barrier_after_sleep)
     assert result.ok, result.summary()
@@ -504,7 +505,7 @@ def test_slow_rank_delays_a_collective_for_everyone():
 @settings(max_examples=20)
 @given(delay=st.floats(0.5, 1000.0))
 def test_slow_ops_add_virtual_time_to_matching_ops(delay):
-    cluster = simfs.Cluster(nodes=1, ranks_per_node=2, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=2, profile="nfs", seed=0,
                             faults=[simfs.SlowOps(delay, op="listdir"),
                                     simfs.SlowOps(delay, path="/shared/slow-*", ranks=(1,))])
     result = cluster.run(timed_ops)
@@ -524,7 +525,7 @@ def test_slow_ops_add_virtual_time_to_matching_ops(delay):
 
 # -- collectives with a crashed peer ----------------------------------------------------------------
 def test_collective_times_out_in_virtual_time_when_a_peer_crashed():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=2, profile="nfs", seed=0, collective_timeout=60.0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=2, profile="nfs", seed=0, collective_timeout=60.0,
                             faults=[simfs.CrashNode(node=1, after_ops=0)])
     result = cluster.run(stat_then_barrier)
     assert set(result.crashed) == {2, 3}
@@ -542,7 +543,7 @@ def test_collective_times_out_in_virtual_time_when_a_peer_crashed():
 
 
 def test_collective_hang_reports_where_the_ranks_wait():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=0, collective_timeout=60.0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=0, collective_timeout=60.0,
                             faults=[simfs.CrashNode(node=1, after_ops=0)])
     result = cluster.run(stat_then_barrier)
     assert set(result.hung) == {0}
@@ -550,7 +551,7 @@ def test_collective_hang_reports_where_the_ranks_wait():
 
 
 def test_collective_timeout_defaults_to_torchs_thirty_minutes():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.CrashNode(node=0, after_ops=0)])
     result = cluster.run(stat_then_barrier)
     assert set(result.hung) == {1} and result.hung[1].waiting_for == [0]
@@ -560,7 +561,7 @@ def test_collective_timeout_defaults_to_torchs_thirty_minutes():
 
 # -- EvictClient -----------------------------------------------------------------------------------
 def test_lustre_eviction_drops_dirty_data_and_fails_open_descriptors():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="lustre", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="lustre", seed=0,
                             faults=[simfs.EvictClient(node=0, at_time=5.0)])
     result = cluster.run(lustre_evicted_writer)
     assert result.ok, result.summary()
@@ -574,7 +575,7 @@ def test_lustre_eviction_drops_dirty_data_and_fails_open_descriptors():
 
 
 def test_eviction_of_one_node_leaves_other_nodes_descriptors_working():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="lustre", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="lustre", seed=0,
                             faults=[simfs.EvictClient(node=1, at_time=5.0)])
     result = cluster.run(lustre_evicted_writer)
     assert result.ok, result.summary()
@@ -585,7 +586,7 @@ def test_eviction_of_one_node_leaves_other_nodes_descriptors_working():
 @pytest.mark.parametrize("crash", [True, False])
 def test_restart_after_crash_has_no_stale_negative_entry(crash):
     prof = profiles.get("nfs").replace(acdirmin=60.0, acdirmax=60.0, acregmin=60.0, acregmax=60.0)
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile=prof, seed=0)
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile=prof, seed=0)
     faults = [simfs.CrashNode(node=1, at_time=5.0)] if crash else []
     first = cluster.run(negative_entry_then_wait, faults=faults)
     if crash:
@@ -602,7 +603,7 @@ def test_restart_after_crash_has_no_stale_negative_entry(crash):
 
 
 def test_restart_sees_the_durable_filesystem_and_runs_every_rank_again():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=2, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=2, profile="nfs", seed=0,
                             faults=[simfs.CrashNode(node=0, on="mkdir:/shared/1-b")])
     first = cluster.run(mkdirs, ["a", "b"])
     assert set(first.crashed) == {0, 1}
@@ -623,7 +624,7 @@ def test_power_loss_between_runs_keeps_a_crash_state() -> None:
 
     said = []
     for _ in range(2):
-        cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="local", seed=4)
+        cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="local", seed=4)
         assert cluster.run(write).ok
         said.append(cluster.power_loss())
     assert said[0] == said[1] and any(line.startswith("node0:/shared") and "persisted" in line for line in said[0])

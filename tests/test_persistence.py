@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 import torch.distributed as dist
+from conftest import MODEL
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,7 +64,7 @@ def mark_crash_point() -> None:
 
 
 def server_crash_cluster(profile: str | simfs.Profile = POSIX_LOCAL, seed: int = 0, nodes: int = 1) -> simfs.Cluster:
-    return simfs.Cluster(nodes=nodes, ranks_per_node=1, profile=profile, seed=seed,
+    return simfs.Cluster(**MODEL, nodes=nodes, ranks_per_node=1, profile=profile, seed=seed,
                          faults=[simfs.CrashServer(mount="/shared", on=f"stat:{CRASH_MARK}")])
 
 
@@ -279,7 +280,7 @@ def unmatched_path_write() -> str:
 @given(closed=st.binary(min_size=1, max_size=20000), dirty=st.binary(min_size=1, max_size=20000),
        crash_at=st.floats(0.5, 50.0), seed=st.integers(0, 2**16))
 def test_nfs_node_crash_keeps_closed_data_and_loses_dirty_data(closed, dirty, crash_at, seed):
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=seed,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=seed,
                             faults=[simfs.CrashNode(node=0, at_time=crash_at)])
     result = cluster.run(nfs_closed_and_dirty, closed, dirty, 100.0)
     assert set(result.crashed) == {0}
@@ -294,13 +295,13 @@ def test_nfs_node_crash_keeps_closed_data_and_loses_dirty_data(closed, dirty, cr
 
 def test_nfs_without_crash_the_same_job_keeps_both_files():
     """Control for the test above: the dirty file is lost because of the crash, not the job."""
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=1)
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=1)
     assert cluster.run(nfs_closed_and_dirty, b"c", b"d", 1.0).ok
     assert restart_read(cluster, ["/shared/closed", "/shared/dirty"]) == {"/shared/closed": b"c", "/shared/dirty": b"d"}
 
 
 def test_nfs_fsync_commits_data_of_a_file_never_closed():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=2,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=2,
                             faults=[simfs.CrashNode(node=0, at_time=10.0)])
     result = cluster.run(nfs_fsync_without_close, BIG)
     assert set(result.crashed) == {0}
@@ -312,7 +313,7 @@ def test_node_crash_forgets_cached_attributes(crash):
     """Node 0 caches a file's attributes (acregmin=acregmax=60), node 1 appends. After its
     crash, node 0 asks the server again; a node that did not crash still serves its cache."""
     prof = profiles.get("nfs").replace(acregmin=60.0, acregmax=60.0, acdirmin=60.0, acdirmax=60.0)
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile=prof, seed=3)
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile=prof, seed=3)
     cluster.run(write_file, "/shared/f", b"1234")
     faults = [simfs.CrashNode(node=0, at_time=5.0)] if crash else []
     first = cluster.run(stat_then_wait, "/shared/f", faults=faults)
@@ -333,7 +334,7 @@ def test_node_crash_forgets_cached_attributes(crash):
 
 # -- objectstore: close uploads the whole object ------------------------------------------------------
 def test_objectstore_new_object_does_not_exist_until_close():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="objectstore", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="objectstore", seed=0,
                             faults=[simfs.CrashNode(node=0, at_time=1.0)])
     assert set(cluster.run(objectstore_new_object).crashed) == {0}
     after = cluster.run(read_paths, ["/shared/new"], faults=[])
@@ -348,7 +349,7 @@ def test_objectstore_new_object_does_not_exist_until_close():
 def test_objectstore_crash_before_close_keeps_the_old_object_whole(opener, uploaded):
     """Objects change only when close uploads them: a crash before the close leaves the old
     object intact (also when the open truncated it: the truncation is part of the upload)."""
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="objectstore", seed=0)
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="objectstore", seed=0)
     cluster.run(write_file, "/shared/obj", b"oldoldold")
     crashed = cluster.run(objectstore_overwrite, opener, faults=[simfs.CrashNode(node=0, at_time=1.0)])
     assert set(crashed.crashed) == {0}
@@ -492,7 +493,7 @@ def test_lustre_surviving_clients_replay_unsynced_writes_after_a_server_restart(
 def test_lustre_power_loss_takes_the_unsynced_writes_with_the_clients():
     lost = []
     for seed in range(20):
-        cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="lustre", seed=seed)
+        cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="lustre", seed=seed)
         assert cluster.run(lustre_write_close_then_overwrite, BIG, b"x").ok
         cluster.power_loss()
         lost.append(cluster.run(read_paths, ["/shared/f"]).returns[0]["/shared/f"] != b"x" + BIG[1:])
@@ -749,7 +750,7 @@ def test_server_crash_restores_the_volatile_layer_from_the_durable_one():
 def test_node_crash_on_local_disk_keeps_synced_and_may_lose_unsynced_files():
     volatile: Counter = Counter()
     for seed in range(30):
-        cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=seed,
+        cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=seed,
                                 faults=[simfs.CrashNode(node=0, at_time=5.0)])
         result = cluster.run(local_disk_writes)
         assert set(result.crashed) == {0} and result.returns == {1: None}
@@ -765,7 +766,7 @@ def test_node_crash_on_local_disk_keeps_synced_and_may_lose_unsynced_files():
 
 
 def test_local_disks_are_private_to_their_node():
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=0)
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=0)
     cluster.run(lambda: write_file("/tmp/mine", str(dist.get_rank()).encode()))
     assert cluster.run(read_paths, ["/tmp/mine"]).returns == {0: {"/tmp/mine": b"0"}, 1: {"/tmp/mine": b"1"}}
 
@@ -773,7 +774,7 @@ def test_local_disks_are_private_to_their_node():
 # -- ENOSPC / EDQUOT ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["ENOSPC", "EDQUOT"])
 def test_nfs_space_errors_surface_at_close_and_the_data_never_reaches_the_server(name):
-    cluster = simfs.Cluster(nodes=2, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=2, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.InjectErrno(name, path="/shared/x*")])
     result = cluster.run(errno_at_close_os, name)
     assert result.ok, result.summary()
@@ -784,21 +785,21 @@ def test_nfs_space_errors_surface_at_close_and_the_data_never_reaches_the_server
 
 
 def test_nfs_enospc_through_python_file_objects_is_raised_by_close():
-    cluster = simfs.Cluster(nodes=1, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.InjectErrno("ENOSPC", path="/shared/x*")])
     assert cluster.run(errno_at_close_python).returns == {0: "ENOSPC"}
     assert restart_read(cluster, ["/shared/x2"]) == {"/shared/x2": b""}
 
 
 def test_nfs_enospc_surfaces_at_fsync():
-    cluster = simfs.Cluster(nodes=1, ranks_per_node=1, profile="nfs", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=1, profile="nfs", seed=0,
                             faults=[simfs.InjectErrno("ENOSPC", path="/shared/x*")])
     assert cluster.run(errno_at_fsync).returns == {0: (7, "ENOSPC")}
 
 
 @pytest.mark.parametrize("name", ["ENOSPC", "EDQUOT"])
 def test_write_through_mount_raises_space_errors_at_write(name):
-    cluster = simfs.Cluster(nodes=1, ranks_per_node=1, profile="local", seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=1, profile="local", seed=0,
                             faults=[simfs.InjectErrno(name, path="/shared/x*")])
     assert cluster.run(errno_at_write).returns == {0: f"write:{name}"}
     assert restart_read(cluster, ["/shared/x4"]) == {"/shared/x4": b""}
@@ -806,7 +807,7 @@ def test_write_through_mount_raises_space_errors_at_write(name):
 
 @pytest.mark.parametrize("profile", ["nfs", "local", "lustre", "objectstore"])
 def test_space_errors_only_hit_matching_paths(profile):
-    cluster = simfs.Cluster(nodes=1, ranks_per_node=1, profile=profile, seed=0,
+    cluster = simfs.Cluster(**MODEL, nodes=1, ranks_per_node=1, profile=profile, seed=0,
                             faults=[simfs.InjectErrno("ENOSPC", path="/shared/x*")])
     assert cluster.run(unmatched_path_write).returns == {0: "ok"}
     assert restart_read(cluster, ["/shared/y"]) == {"/shared/y": b"fine"}

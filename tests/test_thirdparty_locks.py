@@ -65,7 +65,10 @@ PROFILES: dict[str, Any] = {"local": "local", "nfs": "nfs", "nfs_sync": NFS_SYNC
 FLOCK_EXCLUDES = ["local", "nfs", "lustre"]  # flock = "cluster"
 FLOCK_NODE_LOCAL = ["beegfs", "objectstore"]  # flock = "node"
 EXCL_ATOMIC = ["local", "nfs", "lustre", "beegfs"]  # exclusive_create = "atomic"
-SEEDS = list(range(6))
+# each seed a run of the counter: every seed shows the node-local profiles' lost updates (most > 1)
+# where flock or exclusive create does not exclude; the library's filelock-counter and
+# flock-counter scenarios search the interleavings of the profiles where they do
+SEEDS = list(range(2))
 
 
 def _cluster(profile: str, seed: int = 0, nodes: int = NODES, rpn: int = RPN) -> simfs.Cluster:
@@ -446,7 +449,7 @@ def _assert_excludes(out: dict) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_filelock_flock_excludes_where_flock_is_cluster_wide_and_not_where_it_is_node_local(version) -> None:
     """FileLock (flock) on every profile, 2 nodes x 4 ranks, 3 increments each with the default
-    acquire (no timeout), 6 seeds."""
+    acquire (no timeout), 2 seeds."""
     outs = run_scenarios(version, [("counter", ["FileLock", p, SEEDS]) for p in FLOCK_EXCLUDES + FLOCK_NODE_LOCAL])
     for out in outs[:len(FLOCK_EXCLUDES)]:
         _assert_excludes(out)
@@ -477,7 +480,7 @@ def test_many_ranks_no_module_state_error(version) -> None:
     """4 nodes x 8 ranks on nfs: no KeyError or other crash from filelock's module state (its
     fork state, keyed on the pid, and its registry of held paths are per process), and the lock
     excludes."""
-    for out in run_scenarios(version, [("counter", [kind, "nfs", [0, 1], 2, 4, 8])
+    for out in run_scenarios(version, [("counter", [kind, "nfs", [0], 2, 4, 8])
                                        for kind in ("FileLock", "SoftFileLock")]):
         _assert_excludes(out)
 
