@@ -138,7 +138,8 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=300)
     add_record_flag(parser)
     args = parser.parse_args()
-    rows, data = [], {}
+    rows: list[list[str]] = []
+    data: dict[str, dict[str, list[int]]] = {}
     for bug in BUGS:
         counts = {}
         for steer in (False, True):
