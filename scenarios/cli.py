@@ -71,7 +71,8 @@ def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
     """The searches to run, and a note on the scenarios left out (their libraries not installed)."""
     common: dict[str, Any] = {"nodes": args.nodes, "ranks_per_node": args.ranks_per_node,
                               "examples": args.examples, "seed": args.seed, "watchdog": args.watchdog,
-                              "carrier": args.carrier, "database": args.db, "shrink_time": args.shrink_time}
+                              "carrier": args.carrier, "database": args.db, "shrink_time": args.shrink_time,
+                              "steer": args.steer}
     jobs = [name for name in args.names if ":" in name]
     if jobs:
         if len(jobs) != len(args.names):
@@ -318,6 +319,9 @@ def parser() -> argparse.ArgumentParser:
                           "('' for none; default $SIMFS_DB, else Hypothesis's own directory)")
     run.add_argument("--shrink-time", type=_shrink_seconds, default=10.0, metavar="SECONDS",
                      help="wall seconds each failing search may spend shrinking its counterexample (0: none)")
+    run.add_argument("--steer", action="store_true",
+                     help="steer each search towards examples that reach rarer events (Hypothesis's target phase; "
+                          "off by default: reports/BENCHMARKS.md measures it)")
     run.add_argument("--jobs", type=_count, default=min(os.cpu_count() or 1, 8),
                      help="searches in parallel worker processes (default: one per CPU, at most 8)")
     run.add_argument("--shard", metavar="K/N", help="run only the K-th of N equal shares of the searches")

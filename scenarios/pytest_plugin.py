@@ -58,6 +58,7 @@ class SimfsOptions:
     faults: str | Iterable[str] = "default"
     max_examples: int | None = None
     shrink_time: float = SHRINK_TIME
+    steer: bool = False
 
     @property
     def profiles(self) -> list[ProfileSpec]:
@@ -159,8 +160,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the mark and check the options (a usage error names a wrong one)."""
     config.addinivalue_line(
         "markers", "simfs(nodes=2, ranks_per_node=2, profile='nfs', recover=None, check=None, crashes=False, "
-                   "faults='default', max_examples=None, shrink_time=10.0): the test is a rank program, searched "
-                   "by scenarios.explore on a simulated cluster (one test per profile when it lists several)")
+                   "faults='default', max_examples=None, shrink_time=10.0, steer=False): the test is a rank program, "
+                   "searched by scenarios.explore on a simulated cluster (one test per profile when it lists several)")
     name: str | None = config.getoption("simfs_profile")
     try:
         profile = None if name is None else _profile(name)
@@ -227,7 +228,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
                           ranks_per_node=options.ranks_per_node, profile=profile, faults=options.faults,
                           crashes=options.crashes,
                           max_examples=session.examples if options.max_examples is None else options.max_examples,
-                          seed=session.seed, shrink_time=options.shrink_time, isolate=session.isolate,
+                          seed=session.seed, shrink_time=options.shrink_time, steer=options.steer,
+                          isolate=session.isolate,
                           carrier=session.carrier)
     except Exception:
         session.record(pyfuncitem.nodeid, profile.name, None, time.perf_counter() - start, traceback.format_exc())

@@ -44,6 +44,7 @@ class Task:
     carrier: str | None = None  # None: a scenario's own carrier; a job's ranks are processes
     database: str = ""  # the example database's directory ('': none)
     shrink_time: float = 10.0  # wall seconds a failing search may shrink (the pytest plugin's budget)
+    steer: bool = False  # explore(steer=True): Hypothesis's target phase on each example's rarity
 
     @property
     def is_job(self) -> bool:
@@ -183,7 +184,8 @@ def _search(task: Task, profile: str | simfs.Profile, held: examples_db.Entries 
     recorded = examples_db.Recorded(held) if held is not None else None
     finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn,
                       profile=profile, faults=kinds, crashes=crashes, max_examples=examples, seed=task.seed,
-                      shrink_time=task.shrink_time, carrier=carrier, preload=preload if carrier == "process" else (),
+                      shrink_time=task.shrink_time, steer=task.steer, carrier=carrier,
+                      preload=preload if carrier == "process" else (),
                       database=recorded, database_key=key,
                       isolate=False)  # (run_task already runs this in simfs.isolated's child)
     return ScenarioOutcome(

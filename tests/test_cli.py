@@ -3,6 +3,7 @@ what a CI step needs; bad input is a usage error that names what is wrong."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -251,6 +252,21 @@ def test_quick_runs_each_verdict_once_on_a_shared_filesystem_where_it_can() -> N
         for profile, verdict in zip(profiles, verdicts):
             shared = [p for p, v in expect.items() if v == verdict and not simfs.profiles.get(p).on_node]
             assert profile == (shared[0] if shared else next(p for p, v in expect.items() if v == verdict)), name
+
+
+@pytest.mark.parametrize("flags, steered", [((), False), (("--steer",), True)])
+def test_steer_reaches_each_search(flags: tuple[str, ...], steered: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`simfs run --steer`: each search hands its examples' rarity to Hypothesis's target phase."""
+    from scenarios import runner
+    from scenarios.cli import _tasks, parser
+
+    (task,), _ = _tasks(parser().parse_args(["run", *flags, "--examples", "8", "--profile", "nfs", "makedirs-once"]))
+    told: list[str] = []
+    monkeypatch.setattr(importlib.import_module("scenarios.explore"), "hypothesis_target",
+                        lambda value, label: told.append(label))
+    outcome, _ = runner._search(task, "nfs", None, b"steer")  # (simfs run calls it in a confined child)
+    assert outcome.verdict == "pass" and outcome.examples >= 8
+    assert len(told) == (outcome.examples - 1 if steered else 0)
 
 
 def test_quick_and_a_profile_are_refused_together(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
