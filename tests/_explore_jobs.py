@@ -108,3 +108,37 @@ def reads_after_the_write() -> None:
     dist.barrier()
     if dist.get_rank() == 3:
         assert os.path.exists("/shared/flag")
+
+
+def stat_after_another_node_appends() -> int:
+    """Both nodes stat a file; node 0 rewrites it longer; node 1's cached attributes may still
+    say the old size (acregmin..acregmax)."""
+    if dist.get_rank() == 0:
+        with open("/shared/f", "w") as f:
+            f.write("one")
+    dist.barrier()
+    os.path.getsize("/shared/f")
+    dist.barrier()
+    if dist.get_rank() == 0:
+        with open("/shared/f", "w") as f:
+            f.write("second!")
+    dist.barrier()
+    return os.path.getsize("/shared/f")
+
+
+def reread_an_open_file() -> tuple[str, str]:
+    """Rank 1 keeps a file open and reads it again after rank 0 rewrote it in place (same size):
+    no open revalidates it, so node 1's cached pages may answer."""
+    if dist.get_rank() == 0:
+        with open("/shared/f", "w") as f:
+            f.write("aaa")
+    dist.barrier()
+    with open("/shared/f") as f:
+        first = f.read()
+        dist.barrier()
+        if dist.get_rank() == 0:
+            with open("/shared/f", "r+") as g:
+                g.write("bbb")
+        dist.barrier()
+        f.seek(0)
+        return first, f.read()

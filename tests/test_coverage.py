@@ -9,11 +9,12 @@ from collections import Counter
 
 import _explore_jobs as jobs
 import pytest
-from conftest import MODEL_CARRIER
+from conftest import MODEL, MODEL_CARRIER
 from hypothesis import given
 from hypothesis import strategies as st
 
 import scenarios
+import simfs
 from scenarios.coverage import RARITY, Rarity
 from scenarios.registry import get, load_library
 from simfs.fs.journal import CrashState
@@ -45,6 +46,20 @@ def test_a_stale_answer_is_named_by_its_cache() -> None:
     found = scenarios.explore(jobs.lingua_makedirs, profile="beegfs", max_examples=20, **SEARCH)
     assert found.failed and found.found_at == 1  # the run with no faults: a stale 'not found'
     assert found.coverage == {"stale lookup answer": 1}
+
+
+@pytest.mark.parametrize("job, cache", [(jobs.stat_after_another_node_appends, "attribute"),
+                                        (jobs.reread_an_open_file, "data")])
+def test_a_stale_file_answer_is_named_by_its_cache(job: object, cache: str) -> None:
+    """A file's size from the attribute cache, its pages from the data cache, after another node
+    changed it: the trace names the cache, the coverage counts it."""
+    result = simfs.Cluster(2, 1, profile="nfs", seed=0, **MODEL).run(job)
+    assert result.ok, result.summary()
+    stale = [e for e in result.trace if e.stale]
+    assert stale and all(e.rank == 1 and f"node 1's {cache} cache answered" in e.stale for e in stale)
+    assert result.returns[1] != result.returns[0]  # what node 1 was told is not what the server holds
+    found = scenarios.explore(job, profile="nfs", max_examples=10, **{**SEARCH, "ranks_per_node": 1})
+    assert found.coverage.get(f"stale {cache} answer", 0) > 0
 
 
 def test_crashes_are_counted_by_kind_operation_and_state() -> None:

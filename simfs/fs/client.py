@@ -12,7 +12,7 @@ from typing import Protocol
 from ..profiles import Profile
 from .attrcache import AttrCache
 from .dentries import MISS, DentryCache
-from .inode import FILE, Attr, Change, fs_error
+from .inode import DIR, FILE, Attr, Change, fs_error
 from .server import Server
 from .strategy import Strategy
 from .writeback import DirtyFile, Unstable
@@ -111,6 +111,8 @@ class Client:
         attr = None if force else self.attrs.valid(ino)
         if attr is not None:
             self.local()
+            if attr.kind != DIR and ino not in self.dirty:
+                self._note_stale_attr(ino, attr)
         elif ino in self.pending_create:
             self.local()
             attr = Attr(ino, FILE, 0o644, 1, 0, self.clock(), self.clock(), 0)
@@ -162,6 +164,18 @@ class Client:
         if found is None:
             raise fs_error(errno.ENOENT)
         return found
+
+    def _note_stale_attr(self, ino: int, cached: Attr) -> None:
+        """Say in the trace when a file's attributes this node answered from its cache are not
+        what the server holds now (a directory's cached attributes only gate its entries: a stale
+        entry is noted as the lookup cache's)."""
+        if self.server.holds(ino) and self.attrs.version(self.server.getattr(ino)) != self.attrs.version(cached):
+            self.meter.stale = f"node {self.node}'s attribute cache answered a file's attributes since changed"
+
+    def _note_stale_data(self, ino: int, version: object) -> None:
+        """Say in the trace when the content this node read from its cache is not the server's now."""
+        if self.server.holds(ino) and self.attrs.version(self.server.getattr(ino)) != version:
+            self.meter.stale = f"node {self.node}'s data cache answered a file's content since changed"
 
     def _note_stale_entry(self, dir_ino: int, name: str, cached: int | None) -> None:
         """Say in the trace when this node's cached entry is not what the server holds now."""
@@ -320,6 +334,7 @@ class Client:
                 self.data[ino] = cached
             else:
                 self.local()
+                self._note_stale_data(ino, version)
             base = cached[0]
             if dirty is None:
                 return base[offset:offset + size]
