@@ -153,7 +153,7 @@ def _show_failures(console: Any, outcomes: list[ScenarioOutcome], *, all_failure
         if o.verdict == "error":
             console.print(f"\n[red]{escape(o.scenario)} on {escape(o.profile)} could not run:[/] "
                           f"{escape(visible(o.error))}", markup=True)
-        elif o.finding is not None and (all_failures or not o.as_expected):
+        elif o.finding is not None and o.finding.failed and (all_failures or not o.as_expected):
             console.print(f"\n[bold]{escape(o.scenario)} on {escape(o.profile)}[/]: ", end="")
             console.print(visible(o.finding.description), markup=False, highlight=False)
             failure = o.finding.failure

@@ -94,6 +94,7 @@ class ScenarioOutcome(msgspec.Struct, frozen=True):
     finding: FindingRecord | None = None
     error: str = ""  # the scenario could not run (its own code is broken)
     carrier: str = ""  # how its ranks were carried: "process" or "greenlet" ("": not recorded)
+    coverage: dict[str, int] = {}  # each kind of event the search's examples reached -> how many (a pass's too)
 
     @property
     def as_expected(self) -> bool:

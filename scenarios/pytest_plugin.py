@@ -149,7 +149,7 @@ class _Session:
         self.outcomes.append(ScenarioOutcome(
             scenario=nodeid, profile=profile, family="pytest", expected="pass", verdict=verdict,
             examples=finding.examples if finding else 0, virtual_time=finding.virtual_time if finding else 0.0,
-            wall_time=wall, finding=finding, error=error))
+            wall_time=wall, finding=finding, error=error, coverage=finding.coverage if finding else {}))
 
 
 _SESSION = pytest.StashKey[_Session]()

@@ -192,7 +192,7 @@ def _search(task: Task, profile: str | simfs.Profile, held: examples_db.Entries 
         scenario=task.scenario, profile=task.profile, family=family, expected=expected,
         verdict="fail" if finding.failed else "pass", examples=finding.examples,
         virtual_time=finding.virtual_time, wall_time=time.perf_counter() - start,
-        finding=finding.record() if finding.failed else None, carrier=carrier), \
+        finding=finding.record() if finding.failed else None, carrier=carrier, coverage=finding.coverage), \
         recorded.ops if recorded is not None else []
 
 

@@ -127,3 +127,18 @@ def test_a_steered_search_is_a_function_of_its_seed() -> None:
     runs = [scenarios.explore(jobs.lingua_makedirs, profile="beegfs", faults=["skew", "slow"], max_examples=40,
                               steer=True, seed=3, **SEARCH) for _ in range(2)]
     assert runs[0].found_at == runs[1].found_at and runs[0].coverage == runs[1].coverage
+
+
+def test_a_passing_search_keeps_its_coverage_in_the_report() -> None:
+    """A pass is where coverage matters most (a thorough pass or a shallow one): `simfs run`'s
+    outcome keeps it though it keeps no finding, and its table and HTML count it."""
+    from scenarios import runner
+    from scenarios.cli import _tasks, parser
+    from scenarios.reporting.coverage import coverage_cell, coverage_of
+
+    (task,), _ = _tasks(parser().parse_args(["run", "--examples", "20", "--profile", "nfs", "makedirs-once"]))
+    outcome, _ = runner._search(task, "nfs", None, b"passing-coverage")  # (simfs run calls it in a confined child)
+    assert outcome.verdict == "pass" and outcome.finding is None
+    assert 0 < outcome.coverage.get("start skew", 0) < outcome.examples
+    assert coverage_of(outcome) == outcome.coverage
+    assert f"{len(outcome.coverage)} kinds" in coverage_cell(outcome)

@@ -10,7 +10,9 @@ from ..outcome import ScenarioOutcome
 
 def coverage_of(outcome: ScenarioOutcome) -> dict[str, int]:
     """The kinds of event the outcome's search reached ({} for a search that did not run)."""
-    return outcome.finding.coverage if outcome.finding is not None else {}
+    if outcome.coverage or outcome.finding is None:
+        return outcome.coverage
+    return outcome.finding.coverage  # (a report written before outcomes kept it)
 
 
 def coverage_words(coverage: dict[str, int], examples: int) -> str:
