@@ -41,7 +41,7 @@ def series() -> Iterator[None]:
 @contextmanager
 def prepared() -> Iterator[None]:
     """The host ready for one run during the block, and as it was after it."""
-    from .rank.intercept import install, run_ended
+    from .rank.intercept import install
 
     between: HostGuard | None = getattr(_local, "series", None)
     if between is not None:
@@ -49,7 +49,6 @@ def prepared() -> Iterator[None]:
         try:
             yield
         finally:
-            run_ended()
             between.restore()
             young_gc()
         return
@@ -59,5 +58,4 @@ def prepared() -> Iterator[None]:
         with frozen_heap():  # the host's objects need no cycle collection while ranks allocate
             yield
     finally:
-        run_ended()
         guard.restore()

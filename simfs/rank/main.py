@@ -26,6 +26,7 @@ from ..confinement.confine import WRITES
 from ..port import framing as wire
 from ..port import schema
 from ..report import format_exception, user_frame, where_raised
+from ..tasks import showing
 from ..tasks.process import Process
 from ..tasks.task import TASKS, Task
 from .client import NATIVE, MachineClient, SchedulerClient, SyscallsClient
@@ -159,6 +160,7 @@ def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, star
         link = Link(fd, proc)
         link.add_thread(spec.tid)
         _reseed(proc)
+        showing.start_fresh()  # not the hooks of the host it was forked from (pytest's recorder)
         refuse_cuda()
         _become(link, proc, spec, outbox)
         wire.send(fd, schema.encode(schema.Hello(confinement.landlock_abi, dict(confinement.confined),

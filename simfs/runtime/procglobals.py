@@ -11,10 +11,12 @@ import io
 import operator
 import sys
 import threading
+import warnings  # noqa: F401 - a module of SLOTS (_layout reads it from sys.modules)
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..tasks import showing
 from ..tasks.process import Process
 
 Make = Callable[[Process, Any], Any]  # (process, the host's value) -> the process's first value
@@ -95,6 +97,8 @@ SLOTS: list[Slot] = [
     Slot("sys", "unraisablehook", lambda proc, host: sys.__unraisablehook__),
     Slot("threading", "excepthook", lambda proc, host: threading.__excepthook__),
     Slot("random", "_inst", lambda proc, host: proc.random),
+    Slot("warnings", "showwarning", lambda proc, host: showing.first_showwarning()),
+    Slot("warnings", "_showwarnmsg_impl", lambda proc, host: showing.showwarnmsg_impl),
 ]
 
 

@@ -50,14 +50,9 @@ def install(*, modules_unchanged: bool = False) -> None:
             verify()
             if not modules_unchanged:
                 thirdparty.install()  # libraries imported since the last run
-        warned.remember_host()
         if sys.modules.get("fsspec") is not None:
             from ..fsspec_view import register
 
             register()
         scan_modules()
 
-
-def run_ended() -> None:
-    """What install() noted of the host for one run, dropped as the run ends."""
-    warned.forget_host()
