@@ -27,6 +27,7 @@ from simfs.fs.journal import CrashState
 from simfs.fs.server import Server
 from simfs.fs.tape import Tape
 
+from . import coverage
 from .draws import BufferChoices
 from .example import STATE_LIMIT, Crash, Example, Execution, execute, finish, start
 from .finding import Finding, finding_of
@@ -39,13 +40,15 @@ from .verdict import judge
 @dataclass(frozen=True)
 class Cut:
     """One distinct crash state: a power loss before operation ``ops + 1`` (``ops`` = all of
-    them: after the job), the index of each shared disk's state there, the virtual time, and the
-    disks as it leaves them (in the order of ``Filesystems.disks()``)."""
+    them: after the job), the index of each shared disk's state there, the virtual time, the
+    disks as it leaves them (in the order of ``Filesystems.disks()``), and the kinds of event it
+    is (scenarios/coverage.py: the power loss, and the state each shared disk was left in)."""
 
     ops: int
     index: int
     at: float
     disks: tuple[Server, ...]
+    kinds: frozenset[str] = frozenset()
 
 
 class CrashWalk:
@@ -66,12 +69,14 @@ class CrashWalk:
         self._holders: dict[int, int] = {}
         self._generations: list[tuple[int, int]] = []
         self._fs: Filesystems | None = None
+        self._job_ended = False  # the cuts recorded now are after the job's last operation
         cluster, execution = start(target, Example(), watch=self._watch if during_job else None)
         cluster.fs.op_hook = None
         self.down_until = cluster.fs.clock.now
         self.total = sum(execution.job.node_ops)
         if not execution.job.crashed:
             self._fs = cluster.fs
+            self._job_ended = True
             self._record(self.total)  # the disks as the job left them
         self.simple = finish(cluster, target, Example(), execution)
 
@@ -98,7 +103,11 @@ class CrashWalk:
                 continue
             self._seen.add(key)
             copies = tuple(self._copy(i, d.server, state) for i, (d, (state, _)) in enumerate(zip(disks, chosen)))
-            self.cuts.append(Cut(ops, index, self._fs.clock.now, copies))
+            kinds = {"power loss after the job" if self._job_ended else "power loss during the job"}
+            for d, (state, _), states in zip(disks, chosen, keyed):
+                if d.path != "/":
+                    kinds.update(f"crash state: {kind}" for kind in state.kinds([s for s, _ in states]))
+            self.cuts.append(Cut(ops, index, self._fs.clock.now, copies, frozenset(kinds)))
             if len(self.cuts) >= self.limit:
                 return
 
@@ -173,17 +182,20 @@ def _exhaust(target: Target, *, limit: int, started: float) -> Finding:
     if simple.failure is not None:
         return finding_of(target, Example(), simple, examples=1, wall=time.perf_counter() - started, found_at=1)
     runs = 1
+    reached = [coverage.reached(Example(), simple)]
     for cut, failure in walk.restarts():
         runs += 1
+        reached.append(cut.kinds)
         if failure is not None:
             example, execution = walk.replayed(cut)
             return finding_of(target, example, execution, examples=runs, wall=time.perf_counter() - started,
-                              found_at=runs, notes=[_summary(walk, runs - 1, cut.ops)])
+                              found_at=runs, notes=[_summary(walk, runs - 1, cut.ops)],
+                              coverage=coverage.tally(reached))
     notes = [_summary(walk, len(walk.cuts), walk.total)]
     if len(walk.cuts) >= limit:
         notes = [f"bounded: stopped at {limit} distinct crash states (cut {walk.cuts[-1].ops} of {walk.total})"]
     return finding_of(target, Example(), simple, examples=runs, wall=time.perf_counter() - started, found_at=0,
-                      notes=notes)
+                      notes=notes, coverage=coverage.tally(reached))
 
 
 def _summary(walk: CrashWalk, states: int, cut: int) -> str:

@@ -78,6 +78,20 @@ def test_crashes_are_counted_by_kind_operation_and_state() -> None:
     assert not any(k.startswith(("power loss", "node crash", "crash state")) for k in uncrashed.coverage)
 
 
+def test_an_exhaustive_walk_counts_the_crash_states_it_restarted_on() -> None:
+    """Each distinct crash state of the walk is an example: its power loss (during the job or
+    after it) and the state the shared disk was left in."""
+    load_library()
+    sc = get("latest-atomic")
+    found = scenarios.explore(sc.job, recover=sc.recover, check=sc.check, nodes=sc.nodes,
+                              ranks_per_node=sc.ranks_per_node, profile="local", crashes="exhaustive",
+                              carrier=MODEL_CARRIER, isolate=False, database=None)
+    assert not found.failed
+    during, after = (found.coverage.get(f"power loss {when} the job", 0) for when in ("during", "after"))
+    assert during > 0 and during + after == found.examples - 1  # each state restarted on (1: the job's own run)
+    assert {"crash state: a prefix kept", "crash state: everything kept"} <= set(found.coverage)
+
+
 @pytest.mark.parametrize(("state", "kinds"), [
     (CrashState(0, data_kept=0), ["nothing unsynced kept"]),
     (CrashState(1, data_kept=1), ["a prefix kept"]),

@@ -83,9 +83,10 @@ def test_same_seed_same_run(seed: int) -> None:
 
 
 def test_different_seeds_explore_different_interleavings() -> None:
-    orders = {tuple(_order(_run_racy(seed))) for seed in range(20)}
+    results = [_run_racy(seed) for seed in range(20)]
+    orders = {tuple(_order(result)) for result in results}
     assert len(orders) >= 2
-    logs = {_run_racy(seed).returns[0]["log"] for seed in range(20)}
+    logs = {result.returns[0]["log"] for result in results}
     assert len(logs) >= 2, "the append order never changed across 20 seeds"
 
 
