@@ -11,7 +11,6 @@ import io
 import operator
 import sys
 import threading
-import warnings  # noqa: F401 - a module of SLOTS (_layout reads it from sys.modules)
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
