@@ -159,7 +159,7 @@ def _show_failures(console: Any, outcomes: list[ScenarioOutcome], *, all_failure
             failure = o.finding.failure
             if failure is not None and failure.traceback:
                 console.print(visible(failure.traceback.rstrip()), markup=False, highlight=False)
-            output = output_text(o.finding)
+            output = output_text(o.finding.output, o.finding.warnings)
             if output:
                 console.print(visible(output), markup=False, highlight=False)
             console.print("reproduce: " + replay_command(o.finding.replay), markup=False, highlight=False,
@@ -248,10 +248,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(visible("\n".join(str(e) for e in result.trace)))
         return 0 if result.ok else 1
     from .explore import replay
+    from .finding import rank_outputs
 
     finding = replay(args.replay, job, recover=load_callable(args.recover) if args.recover else None)
     print(visible(finding.description) if finding.failed else f"no failure: {finding.target.describe()}")
-    output = output_text(finding.record())
+    output = output_text(*rank_outputs(finding.results))
     if output:
         print(visible(output))
     if args.trace:

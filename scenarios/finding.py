@@ -159,7 +159,7 @@ class Finding:
         head = (f"FAILED: {self.target.describe()}: found at example {self.found_at}, "
                 f"{self.examples} examples in {self.wall_time:.1f}s (shrunk)")
         notes = "".join(f"\nnote: {n}" for n in self.notes) + f"\n{reached}"
-        output = output_text(self.record())
+        output = output_text(*rank_outputs(self.results))  # (not record(): its whole trace copied)
         output = f"\n{output}" if output else ""
         return f"{head}\n{visible(self.description + notes + output)}\nreplay: scenarios.replay({self.replay!r})" \
                f"\n    or: {replay_command(self.replay)}"

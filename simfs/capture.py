@@ -30,7 +30,12 @@ class RankWarning:
     count: int
 
     def __str__(self) -> str:
-        return f"{self.filename}:{self.lineno}: {self.category}: {self.message}"
+        return warning_text(self.filename, self.lineno, self.category, self.message)
+
+
+def warning_text(filename: str, lineno: int, category: str, message: str) -> str:
+    """A warning's line, as Python's warnings writes its first."""
+    return f"{filename}:{lineno}: {category}: {message}"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ def _finding_text(outcome: ScenarioOutcome) -> str:
     finding = outcome.finding
     if finding is None or not finding.failed:
         return f"no failure found in {outcome.examples} examples"
-    output = output_text(finding)
+    output = output_text(finding.output, finding.warnings)
     output = f"\n\n{output}" if output else ""
     return f"{finding.description}{output}\n\nreplay: {replay_command(finding.replay)}\n"
 

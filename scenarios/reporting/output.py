@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from html import escape
 
-from simfs.capture import KEEP, MAX_WARNINGS, rank_lines, ranks_words, times
+from simfs.capture import KEEP, MAX_WARNINGS, rank_lines, ranks_words, times, warning_text
 
-from ..outcome import FindingRecord, Warned
+from ..outcome import FindingRecord, RankOutput, Warned
 
 _RUNS = {0: "the job", 1: "the restarted job (recover)"}
 
@@ -17,24 +17,21 @@ def _run_name(run: int) -> str:
     return _RUNS.get(run, f"run {run}")
 
 
-def _warning_line(w: Warned) -> str:
-    return f"{w.filename}:{w.lineno}: {w.category}: {w.message}"
+def _runs(output: list[RankOutput], warnings: list[Warned]) -> list[int]:
+    return sorted({o.run for o in output} | {w.run for w in warnings})
 
 
-def _runs(finding: FindingRecord) -> list[int]:
-    return sorted({o.run for o in finding.output} | {w.run for w in finding.warnings})
-
-
-def output_text(finding: FindingRecord) -> str:
-    """The output as text ("" when the ranks wrote nothing); rank code's own text as it came (the
-    caller makes it visible on a terminal)."""
+def output_text(output: list[RankOutput], warnings: list[Warned]) -> str:
+    """A finding's ``output`` and ``warnings`` as text ("" when the ranks wrote nothing); rank
+    code's own text as it came (the caller makes it visible on a terminal)."""
     lines: list[str] = []
-    for run in _runs(finding):
+    for run in _runs(output, warnings):
         lines.append(f"output of the ranks ({_run_name(run)}):")
-        for w in finding.warnings:
+        for w in warnings:
             if w.run == run:
-                lines.append(f"  warning ({times(w.count)}, {ranks_words(w.ranks)}): {_warning_line(w)}")
-        for o in finding.output:
+                text = warning_text(w.filename, w.lineno, w.category, w.message)
+                lines.append(f"  warning ({times(w.count)}, {ranks_words(w.ranks)}): {text}")
+        for o in output:
             if o.run == run:
                 lines.extend(rank_lines(o.rank, o.stdout, o.stderr, o.warnings_left_out, "  "))
     return "\n".join(lines)
@@ -42,7 +39,7 @@ def output_text(finding: FindingRecord) -> str:
 
 def output_html(finding: FindingRecord) -> str:
     """The output as an HTML section ("" when the ranks wrote nothing)."""
-    runs = _runs(finding)
+    runs = _runs(finding.output, finding.warnings)
     if not runs:
         return ""
     parts = ["<h3>Output of the ranks</h3>"]

@@ -111,8 +111,8 @@ class Client:
         attr = None if force else self.attrs.valid(ino)
         if attr is not None:
             self.local()
-            if attr.kind != DIR and ino not in self.dirty:
-                self._note_stale_attr(ino, attr)
+            if attr.kind != DIR and ino not in self.dirty:  # (a directory's only gate its entries: the lookup cache's)
+                self._note_stale_file(ino, self.attrs.version(attr), "attribute", "attributes")
         elif ino in self.pending_create:
             self.local()
             attr = Attr(ino, FILE, 0o644, 1, 0, self.clock(), self.clock(), 0)
@@ -165,17 +165,11 @@ class Client:
             raise fs_error(errno.ENOENT)
         return found
 
-    def _note_stale_attr(self, ino: int, cached: Attr) -> None:
-        """Say in the trace when a file's attributes this node answered from its cache are not
-        what the server holds now (a directory's cached attributes only gate its entries: a stale
-        entry is noted as the lookup cache's)."""
-        if self.server.holds(ino) and self.attrs.version(self.server.getattr(ino)) != self.attrs.version(cached):
-            self.meter.stale = f"node {self.node}'s attribute cache answered a file's attributes since changed"
-
-    def _note_stale_data(self, ino: int, version: object) -> None:
-        """Say in the trace when the content this node read from its cache is not the server's now."""
+    def _note_stale_file(self, ino: int, version: object, cache: str, what: str) -> None:
+        """Say in the trace when a file's ``what`` this node answered from its ``cache`` cache (of
+        the file's ``version``) is not what the server holds now."""
         if self.server.holds(ino) and self.attrs.version(self.server.getattr(ino)) != version:
-            self.meter.stale = f"node {self.node}'s data cache answered a file's content since changed"
+            self.meter.stale = f"node {self.node}'s {cache} cache answered a file's {what} since changed"
 
     def _note_stale_entry(self, dir_ino: int, name: str, cached: int | None) -> None:
         """Say in the trace when this node's cached entry is not what the server holds now."""
@@ -334,7 +328,7 @@ class Client:
                 self.data[ino] = cached
             else:
                 self.local()
-                self._note_stale_data(ino, version)
+                self._note_stale_file(ino, version, "data", "content")
             base = cached[0]
             if dirty is None:
                 return base[offset:offset + size]

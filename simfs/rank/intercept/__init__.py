@@ -55,4 +55,3 @@ def install(*, modules_unchanged: bool = False) -> None:
 
             register()
         scan_modules()
-

@@ -161,7 +161,7 @@ def _is_real_stream(stream: Any) -> bool:
     return isinstance(fd, int) and 3 <= fd < FD_BASE
 
 
-def _console_fd(stream: Any) -> int | None:
+def console_fd(stream: Any) -> int | None:
     """1 or 2 for a stream on the console's stdout or stderr, else None."""
     try:
         fd = stream.fileno()
@@ -189,7 +189,7 @@ def _emit(task: Task, handler: logging.StreamHandler[Any], record: logging.LogRe
             handler.handleError(record)
         return
     console = task.context.console
-    fd = _console_fd(handler.stream)
+    fd = console_fd(handler.stream)
     if fd is not None and console.sink is not None:  # a greenlet rank: the host's console, as its own
         try:
             console.write(fd, (handler.format(record) + handler.terminator).encode("utf-8", "backslashreplace"))

@@ -14,23 +14,15 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import Any
 
 from ...tasks.showing import first_showwarning, showwarnmsg_impl
 from ...tasks.task import Task
 from .registry import patch_function
+from .stdlib import console_fd
 
 
 def _category(cls: type) -> str:
     return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _on_console(stream: Any) -> bool:
-    """``stream`` writes the rank's descriptor 2 (not a stream the rank put in its place)."""
-    try:
-        return bool(stream.fileno() == 2)
-    except (AttributeError, OSError, ValueError):
-        return False
 
 
 def _show(task: Task, msg: warnings.WarningMessage) -> None:
@@ -42,7 +34,7 @@ def _show(task: Task, msg: warnings.WarningMessage) -> None:
     if impl is not showwarnmsg_impl:
         impl(msg)  # the rank's own catch_warnings(record=True)
         return
-    if msg.file is not None or not _on_console(sys.stderr):
+    if msg.file is not None or console_fd(sys.stderr) != 2:  # (not a stream the rank put in its place)
         showwarnmsg_impl(msg)
         return
     task.context.sys.machine.warned(task.rank, _category(msg.category), str(msg.message), str(msg.filename),
