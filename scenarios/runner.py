@@ -16,6 +16,7 @@ from multiprocessing import get_context
 from typing import Any
 
 import simfs
+from simfs import hostrun
 from simfs.runtime.carrier import preload
 
 from . import database as examples_db
@@ -208,6 +209,7 @@ def run_task(task: Task) -> ScenarioOutcome:
         if task.budget()[1] == "process":
             preload()  # what rank processes start with (torch._dynamo...): here, once, not in each child
         _read_local_constants()
+        hostrun.ready_to_fork()
         specs = [spec for spec in (task.scenario, task.recover, task.check) if spec] if task.is_job else []
         profile = load_profile(task.profile)
         database = examples_db.resolve(task.database or None, "--db")

@@ -206,6 +206,22 @@ def test_a_stale_editable_install_is_left_out(tmp_path: Path, monkeypatch: pytes
     assert forked(lambda: confine() is not None)
 
 
+def test_a_path_gone_before_its_rule_is_skipped(tmp_path: Path) -> None:
+    """A readable path that vanished between the listing that named it and its rule (apt
+    replacing /etc/fuse.conf through fuse.conf.dpkg-new while a search started) is left out:
+    before, its FileNotFoundError stopped every process-carrier run of the search."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "data").write_text("x")
+
+    def attempt() -> tuple[str, str]:
+        fd = landlock.ruleset(ABI, [str(kept), str(tmp_path / "gone.dpkg-new")], [], [])
+        landlock.enforce(fd)
+        return outcome(lambda: (kept / "data").read_text()), outcome(lambda: (tmp_path / "other").write_text("x"))
+
+    assert forked(attempt) == ("ok", "EACCES")
+
+
 def test_writable_paths_stay_writable(tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()

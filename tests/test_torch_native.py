@@ -172,3 +172,24 @@ def test_a_greenlet_run_in_this_process_gives_torchs_store_names_back() -> None:
             assert getattr(owner, name, None) in (None, getattr(native, name)), f"{owner.__name__}.{name}"
     assert ByName is native.TCPStore
     assert type(dist.HashStore()) is native.HashStore
+
+
+def test_a_module_imported_between_runs_has_its_by_name_store_replaced_too() -> None:
+    """simfs looks for torch's store names once per module (a search's child only at the modules
+    imported since its parent looked): a job module imported after earlier runs, which holds
+    ``TCPStore`` by name, still gets simfs's store inside ranks, and torch's class back after."""
+    simfs.Cluster(carrier="greenlet", isolate=False).run(lambda: None)  # the modules so far looked through
+    late = type(os)("_simfs_test_late_import")
+    late.TCPStore = dist.TCPStore  # as `from torch.distributed import TCPStore` in a module imported now
+    with pytest.MonkeyPatch.context() as patches:
+        patches.setitem(__import__("sys").modules, late.__name__, late)
+
+        def job() -> str:
+            made = late.TCPStore("node0", 29500, 1, True, wait_for_workers=False,
+                                 timeout=datetime.timedelta(seconds=5))
+            return type(made).__module__
+
+        result = simfs.Cluster(carrier="greenlet", isolate=False).run(job)
+        assert result.ok, result.summary()
+        assert result.returns[0] == "simfs.rank.c10d.store"
+        assert late.TCPStore is torch._C._distributed_c10d.TCPStore

@@ -113,7 +113,12 @@ def ruleset(version: int, readable: Iterable[str], writable: Iterable[str], sink
 
 
 def _allow(ruleset: int, path: str, access: int) -> None:
-    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    """A rule for ``path``; none when it is gone (a file that a package manager replaced between
+    the listing of its directory and here: what is not there cannot be read)."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
     try:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             access &= _FILE

@@ -108,7 +108,11 @@ def _telling_the_host(me: _Rank, real: Any) -> Any:
 
 _REPLACED = ((c10d, "_new_process_group_helper"), (c10d, "init_process_group"), (c10d, "destroy_process_group"),
              (native, "TCPStore"), (native, "FileStore"))
-_copies: list[Any] = [-1, []]  # len(sys.modules) when found; per _REPLACED entry, [(namespace, key)]
+# per _REPLACED entry, where modules hold it: [(namespace, key)]; the modules looked through (name
+# -> id of the module object), and len(sys.modules) at the last look
+_copies: list[list[tuple[dict[str, Any], str]]] = [[] for _ in _REPLACED]
+_scanned: dict[str, int] = {}
+_seen = [-1]
 
 
 def _torchs(value: Any) -> Any:
@@ -121,15 +125,19 @@ def _torchs(value: Any) -> Any:
 def prepare() -> None:
     """Find, in the host before it forks rank processes, where modules hold what a rank process
     replaces (torch's, and a job's ``from torch.distributed import TCPStore``): each rank would
-    otherwise look through every module, one rank after another. Found again only when modules
-    were imported since. torch._C keeps its own classes (the C++ stores, refused inside ranks by
+    otherwise look through every module, one rank after another. Only modules imported since the
+    last look are looked through (a search's child, forked from a process that looked, looks at
+    the few it imported). torch._C keeps its own classes (the C++ stores, refused inside ranks by
     simfs/rank/intercept/torchnative.py)."""
-    if _copies[0] == len(sys.modules):
+    if _seen[0] == len(sys.modules):
         return
+    _seen[0] = len(sys.modules)
     originals = {id(_torchs(getattr(owner, name))): i for i, (owner, name) in enumerate(_REPLACED)}
-    found: list[list[tuple[dict[str, Any], str]]] = [[] for _ in _REPLACED]
     for module_name, module in list(sys.modules.items()):
-        if module is None or module_name.startswith(("torch._C", "simfs")):
+        if module is None or _scanned.get(module_name) == id(module):
+            continue
+        _scanned[module_name] = id(module)
+        if module_name.startswith(("torch._C", "simfs")):
             continue
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict):
@@ -137,8 +145,7 @@ def prepare() -> None:
         for key, value in list(namespace.items()):
             i = originals.get(id(_torchs(value)), -1)
             if i >= 0:
-                found[i].append((namespace, key))
-    _copies[:] = [len(sys.modules), found]
+                _copies[i].append((namespace, key))
 
 
 def _replace(replacements: dict[tuple[ModuleType, str], Any]) -> None:
@@ -148,7 +155,7 @@ def _replace(replacements: dict[tuple[ModuleType, str], Any]) -> None:
         if (owner, name) not in replacements:
             continue
         replacement, original = replacements[(owner, name)], _torchs(getattr(owner, name))
-        for namespace, key in _copies[1][i]:
+        for namespace, key in _copies[i]:
             if _torchs(namespace.get(key)) is original:
                 namespace[key] = replacement
 
