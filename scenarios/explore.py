@@ -218,10 +218,19 @@ def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_exampl
             shrink_time: float, explain: bool, steer: bool = False, database: ExampleDatabase | None = None,
             key: bytes = b"") -> Finding:
     start = time.perf_counter()
-    if crashes == "exhaustive":
-        from .exhaustive import exhaust
+    jobs = [job for job in (target.job, target.recover) if job is not None]
+    with simfs.zygote_kept(*jobs):  # every run's ranks forked from one zygote
+        if crashes == "exhaustive":
+            from .exhaustive import exhaust
 
-        return exhaust(target, limit=max(max_examples, 1000), started=start)
+            return exhaust(target, limit=max(max_examples, 1000), started=start)
+        return _search_kept(target, kinds, crashes, max_examples, seed, shrink_time, explain, steer, database, key,
+                            start)
+
+
+def _search_kept(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
+                 shrink_time: float, explain: bool, steer: bool, database: ExampleDatabase | None, key: bytes,
+                 start: float) -> Finding:
     simple = execute(target, Example())
     if simple.failure is not None:
         return finding_of(target, Example(), simple, examples=1, wall=time.perf_counter() - start, found_at=1,

@@ -21,6 +21,7 @@ from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, PowerLoss,
 from .plaindata import Foreign
 from .profiles import Profile
 from .report import CrashInfo, HangInfo, Result, ThreadError, TraceEvent
+from .runtime.carrier.kept import zygote_kept
 from .supervise import ChildFailed, Stalled, isolated
 
 __all__ = [
@@ -60,4 +61,5 @@ __all__ = [
     "isolated",
     "profiles",
     "replay",
+    "zygote_kept",
 ]

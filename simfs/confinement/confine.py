@@ -183,6 +183,12 @@ def release() -> None:
         _prepared = None
 
 
+def prepared_key() -> object:
+    """What the prepared ruleset lets be read and written (None: none is prepared): a process
+    forked with it confines ranks as a new one would while this stays the same."""
+    return None if _prepared is None else _prepared[0]
+
+
 def prepared_descriptors() -> tuple[int, ...]:
     """What prepare() keeps open for confine() (a process that sheds inherited descriptors before it
     confines itself keeps these)."""

@@ -10,14 +10,13 @@ import contextlib
 import functools
 import os
 import socket
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from ... import _real, plaindata, relay
-from ...confinement import Confinement, prepared_descriptors
+from ...confinement import Confinement
 from ...confinement.confine import release as release_confinement
 from ...errors import ConfigError, OutsideSimulation, RankDied, RankError, RankOutOfMemory, SimfsError
 from ...port import framing as wire
@@ -29,6 +28,7 @@ from ...tasks.process import Process
 from ...tasks.task import Task
 from ..machine import ReadOnRank
 from .handle import Forward, RankProcess
+from .kept import zygote_for
 from .outbox import Outboxes
 from .preload import preload
 from .requests import ProcessRequests
@@ -71,7 +71,9 @@ class ProcessCarrier:
         self.requests = 0  # served so far: the watchdog's sign of progress
         self.confinement: Confinement | None = None
         self._where: dict[int, str] = {}  # task id -> where its rank code made its last request
-        self._zygote: Zygote | None = None  # forked at the first start
+        self._zygote: Zygote | None = None  # found at the first start (kept.py)
+        self._job = 0  # the run's job among the zygote's
+        self._owns_zygote = True  # a zygote of this run alone, not one kept for a series
         self._launching: deque[RankProcess] = deque()  # asked of the zygote, not yet known to have started
         preload(preloaded)
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
@@ -95,12 +97,14 @@ class ProcessCarrier:
                               f"than the {MAX_START:,} a rank process starts from; its environment is "
                               f"{size:,} bytes (os.environ and Cluster(env=...)): make it smaller")
         if self._zygote is None:
-            self._zygote = self._fork_zygote(job, args, kwargs)
+            self._zygote, self._job, self._owns_zygote = zygote_for(job, args, kwargs)
+            self._zygote.outboxes(self.outboxes.readable)
         host_end, rank_end = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
         stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")
         (out, out_w), (err, err_w) = relay.pipe(), relay.pipe()
         try:
-            self._zygote.launch(proc.rank, start, [rank_end, stacks, out_w, err_w])
+            self._zygote.launch(proc.rank, self._job, self.memory, start,
+                                [rank_end, stacks, out_w, err_w, self.outboxes.writable[proc.rank]])
         finally:
             for fd in (rank_end, out_w, err_w):
                 _real.close(fd)
@@ -125,18 +129,6 @@ class ProcessCarrier:
             proc.pid, proc.hostname, proc.env, proc.cwd, proc.umask, seed, run, self.machine.epoch,
             self.machine.run_start, list(self.machine.host.prefixes), world.native, world.initialized[proc.rank],
             list(world.world.ranks), world.world.name, world.world.timeout)
-
-    def _fork_zygote(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Zygote:
-        outboxes, memory = self.outboxes, self.memory
-
-        def launch(rank: int, start: bytes, descriptors: list[int], zygote: int) -> NoReturn:
-            fd, stacks, out_w, err_w = descriptors
-            rank_side.main(fd, stacks, (out_w, err_w), outboxes.of_rank(rank), start, job, args, kwargs,
-                           parent=zygote, memory=memory)
-
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        return Zygote.fork((*outboxes.writable, *outboxes.readable, *prepared_descriptors()), launch)
 
     def _started(self) -> None:
         """The oldest launch's process is known (its pid and pidfd)."""
@@ -349,8 +341,12 @@ class ProcessCarrier:
             wire.forget(rank.fd)
             _real.close(rank.fd)
             _real.close(rank.stacks)
-        if self._zygote is not None:
+        if self._zygote is not None and self._owns_zygote:
             self._zygote.close()
+        elif self._zygote is not None:
+            with contextlib.suppress(ZygoteGone):
+                self._zygote.outboxes(())  # the kept zygote lets this run's go
         self.relay.finish(_GRACE)  # what they wrote last: the pipes end with them
         self.outboxes.close()
-        release_confinement()
+        if self._owns_zygote:
+            release_confinement()  # (a series' ruleset is released when it ends: kept.py)

@@ -48,11 +48,6 @@ class Outboxes:
         readable = tuple(_real.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC) for fd in writable)
         return cls(writable, readable)
 
-    def of_rank(self, rank: int) -> Outbox:
-        """In rank ``rank``'s new process, before it tells the host it started: its own outbox
-        mapped to write, every outbox to read."""
-        return Outbox(rank, _writable_map(self.writable[rank]), dict(enumerate(self.readable)))
-
     def view(self, rank: int) -> Outbox:
         """Rank ``rank``'s side, mapped in this process (the host's own tests of it)."""
         if rank not in self.maps:
@@ -83,6 +78,12 @@ class Outboxes:
         self.seal()
         for fd in self.readable:
             _real.close(fd)
+
+
+def rank_outbox(rank: int, own: int, readable: tuple[int, ...]) -> Outbox:
+    """In rank ``rank``'s new process, before it tells the host it started: its own outbox
+    (``own``, writable until sealed) mapped to write, every outbox (``readable``) to read."""
+    return Outbox(rank, _writable_map(own), dict(enumerate(readable)))
 
 
 def _writable_map(fd: int) -> mmap.mmap:

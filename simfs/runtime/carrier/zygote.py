@@ -10,6 +10,12 @@ a fork from the host took 11 ms per rank in a run of 256 ranks and 24 ms in one 
 process that does nothing between forks it stays at ~6 ms, and a rank inherits the few
 descriptors the zygote kept.
 
+A zygote serves one run, or every run of a series that zygote_kept (kept.py) opens (a search's
+examples): it knows the jobs it may start from its fork, and each run sends it the read-only
+descriptors of that run's outboxes before its first rank. Forking a zygote costs the host a copy
+of its page tables and the copy-on-write faults after it, and its exit a teardown: about 20 ms of
+CPU a run, saved by a kept one.
+
 The host asks for a rank process with the plain data it starts from (port/schema.RankSpec) and
 keeps what it had of it: its pid, a pidfd (sent with SCM_RIGHTS), its socket, pipes and stacks
 file (made by the host and handed to the zygote with the request).
@@ -17,28 +23,51 @@ A rank process's parent is the zygote, so the zygote reaps it and sends its wait
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import NoReturn
 
 from ... import _real
 from ...confinement import descriptors, kernel
 from ...rank.intercept.registry import host_calls
 
-_LAUNCH = struct.Struct("=q")  # host -> zygote: the rank, then its RankSpec; with the rank's descriptors
+# host -> zygote: (LAUNCH, rank, job, memory) and the rank's RankSpec, with the rank's descriptors;
+# or (OUTBOXES, first, count, 0) with read-only outbox descriptors first.. of the run (count 0: the
+# run is over, the zygote closes its copies)
+_HEADER = struct.Struct("=qqqq")
+LAUNCH, OUTBOXES = 1, 2
 # bytes of a launch request (a RankSpec holds the rank's environment): a datagram of a Unix socket
 # fits its sender's buffer, net.core.wmem_default (212,992 bytes) less the kernel's own 32
 MAX_LAUNCH = 192 << 10
-MAX_START = MAX_LAUNCH - _LAUNCH.size  # bytes of the RankSpec a launch request carries
+MAX_START = MAX_LAUNCH - _HEADER.size  # bytes of the RankSpec a launch request carries
 _REPORT = struct.Struct("=qqq")  # zygote -> host: (STARTED, pid, rank) with its pidfd, or (ENDED, pid, status)
 STARTED, ENDED = 1, 2
-MAX_DESCRIPTORS = 8
+MAX_DESCRIPTORS = 250  # per message: the kernel passes at most SCM_MAX_FD (253, include/net/scm.h)
+NO_LIMIT = -1  # a launch's memory: no RLIMIT_DATA
 
-# in the new process: launch(rank, its RankSpec, descriptors, zygote), zygote the pid of its parent
-Launch = Callable[[int, bytes, list[int], int], NoReturn]
+
+@dataclass(frozen=True)
+class Launched:
+    """What a new rank process starts from, in it: its rank, the index of its job among the
+    zygote's, its RLIMIT_DATA (None: none), its RankSpec, its descriptors (its socket, stacks
+    memfd, stdout and stderr write ends, its own outbox), every outbox of the run read-only, and
+    the zygote's pid (its parent)."""
+
+    rank: int
+    job: int
+    memory: int | None
+    start: bytes
+    descriptors: list[int]
+    outboxes: tuple[int, ...]
+    zygote: int
+
+
+Launch = Callable[[Launched], NoReturn]  # the new process's life
 
 
 class ZygoteGone(OSError):
@@ -66,14 +95,34 @@ class Zygote:
         zygote_end.close()
         return cls(pid, host_end)
 
-    def launch(self, rank: int, start: bytes, descriptors: list[int]) -> None:
-        """Ask for rank ``rank``'s process (``start``: its RankSpec) with ``descriptors`` (sent as
-        they are now: the caller may close its own right after); ``started`` says which process
-        it is. Several may be asked for before the first is known, so that the zygote forks while
-        the host makes the next rank's descriptors."""
+    def launch(self, rank: int, job: int, memory: int | None, start: bytes, descriptors: list[int]) -> None:
+        """Ask for rank ``rank``'s process (``job``: the index of its job among the zygote's;
+        ``start``: its RankSpec) with ``descriptors`` (sent as they are now: the caller may close its
+        own right after); ``started`` says which process it is. Several may be asked for before the
+        first is known, so that the zygote forks while the host makes the next rank's descriptors."""
+        limit = NO_LIMIT if memory is None else memory
+        self._send(_HEADER.pack(LAUNCH, rank, job, limit) + start, descriptors)
+
+    def outboxes(self, readable: Sequence[int]) -> None:
+        """A run's outboxes, read-only, for its ranks (before its first launch); none: the run is
+        over, and the zygote closes the copies it held."""
+        if not readable:
+            self._send(_HEADER.pack(OUTBOXES, 0, 0, 0), [])
+        for first in range(0, len(readable), MAX_DESCRIPTORS):
+            chunk = list(readable[first:first + MAX_DESCRIPTORS])
+            self._send(_HEADER.pack(OUTBOXES, first, len(chunk), 0), chunk)
+
+    def alive(self) -> bool:
+        """Whether the zygote still serves (not ended, by the system or with its thread)."""
+        try:
+            return _real.waitpid(self.pid, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return False
+
+    def _send(self, message: bytes, descriptors: list[int]) -> None:
         try:
             with host_calls():
-                socket.send_fds(self._control, [_LAUNCH.pack(rank) + start], descriptors)
+                socket.send_fds(self._control, [message], descriptors)
         except OSError as exc:
             raise ZygoteGone(f"the zygote is gone ({exc})") from None
 
@@ -111,7 +160,8 @@ class Zygote:
     def close(self) -> None:
         """The zygote reaps what it forked (the host killed them) and exits; reaped here."""
         self._control.close()
-        _real.waitpid(self.pid, 0)
+        with contextlib.suppress(ChildProcessError):  # reaped by alive() already
+            _real.waitpid(self.pid, 0)
 
 
 def _serve(control: socket.socket, keep: tuple[int, ...], launch: Launch, parent: int) -> NoReturn:
@@ -125,6 +175,7 @@ def _serve(control: socket.socket, keep: tuple[int, ...], launch: Launch, parent
         descriptors.null_all_but((0, 1, 2, control.fileno(), *keep))
         zygote = os.getpid()
         children: dict[int, int] = {}  # pidfd -> pid
+        outboxes: list[int] = []  # the current run's, read-only
         while True:
             ready = _real.readable([control.fileno(), *children], None)
             for pidfd in ready:
@@ -136,15 +187,23 @@ def _serve(control: socket.socket, keep: tuple[int, ...], launch: Launch, parent
             if control.fileno() not in ready:
                 continue
             data, fds = _receive(control, MAX_LAUNCH, MAX_DESCRIPTORS)
-            if len(data) < _LAUNCH.size:  # the host closed its end: the run is over
+            if len(data) < _HEADER.size:  # the host closed its end: the run (or the series) is over
                 break
-            (rank,) = _LAUNCH.unpack_from(data)
+            kind, rank, job, memory = _HEADER.unpack_from(data)
+            if kind == OUTBOXES:
+                if rank == 0:  # a new run's (or none: the last run is over)
+                    for fd in outboxes:
+                        _real.close(fd)
+                    outboxes = []
+                outboxes.extend(fds)
+                continue
             pid = os.fork()
             if pid == 0:
                 control.close()
                 for pidfd in children:
                     _real.close(pidfd)
-                launch(rank, data[_LAUNCH.size:], fds, zygote)
+                launch(Launched(rank, job, None if memory == NO_LIMIT else memory, data[_HEADER.size:], fds,
+                                tuple(outboxes), zygote))
             for fd in fds:
                 _real.close(fd)
             pidfd = os.pidfd_open(pid)

@@ -1,0 +1,92 @@
+"""Which zygote a run's rank processes are forked from: a new one for the run, or the one kept
+for a series of runs of known jobs (``zygote_kept``: a search's examples, each a run of the job
+and one of the restarted job). A kept zygote is forked at the series' first run, from the thread
+that opened the series (it dies with that thread, PR_SET_PDEATHSIG), and forked again when it
+ended or when the Landlock ruleset its ranks confine themselves with changed (modules imported from
+a new place); the series' end closes it and the ruleset, so the host is then as it was."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+from ...confinement import prepared_descriptors
+from ...confinement.confine import prepared_key
+from ...confinement.confine import release as release_confinement
+from ...rank import main as rank_side
+from .outbox import rank_outbox
+from .zygote import Launch, Launched, Zygote
+
+Job = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]  # a job and its arguments
+
+
+class _Series:
+    """The zygote of a series, and what it was forked with."""
+
+    def __init__(self, jobs: tuple[Job, ...]) -> None:
+        self.jobs = jobs
+        self.zygote: Zygote | None = None
+        self.ruleset: object = None  # confine.prepared_key() when it was forked
+
+    def zygote_for(self, job: Callable[..., Any]) -> tuple[Zygote, int] | None:
+        index = next((i for i, (known, _, _) in enumerate(self.jobs) if known is job), None)
+        if index is None:
+            return None
+        if self.zygote is None or self.ruleset != prepared_key() or not self.zygote.alive():
+            self.close()
+            self.zygote, self.ruleset = fork(self.jobs), prepared_key()
+        return self.zygote, index
+
+    def close(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
+
+
+_local = threading.local()  # .series: the _Series open in this thread, or None
+
+
+@contextmanager
+def zygote_kept(*jobs: Callable[..., Any]) -> Iterator[None]:
+    """The process-carrier runs of this block (in this thread) that run one of ``jobs`` with no
+    arguments fork their ranks from one zygote (the others from their own); blocks nest (the
+    outer one's jobs count)."""
+    if getattr(_local, "series", None) is not None:
+        yield
+        return
+    series = _local.series = _Series(tuple((job, (), {}) for job in jobs))
+    try:
+        yield
+    finally:
+        _local.series = None
+        series.close()
+        release_confinement()
+
+
+def zygote_for(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Zygote, int, bool]:
+    """The zygote to fork a run's ranks from, the index of its job among the zygote's, and
+    whether the run owns it (closes it, and the ruleset, at its end)."""
+    series: _Series | None = getattr(_local, "series", None)
+    found = series.zygote_for(job) if series is not None and not args and not kwargs else None
+    if found is not None:
+        return (*found, False)
+    return fork(((job, args, kwargs),)), 0, True
+
+
+def fork(jobs: tuple[Job, ...]) -> Zygote:
+    """A zygote that starts rank processes of ``jobs``; it keeps the prepared ruleset."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    return Zygote.fork(prepared_descriptors(), _launcher(jobs))
+
+
+def _launcher(jobs: tuple[Job, ...]) -> Launch:
+    def launch(new: Launched) -> NoReturn:
+        fd, stacks, out_w, err_w, own = new.descriptors
+        job, args, kwargs = jobs[new.job]
+        rank_side.main(fd, stacks, (out_w, err_w), rank_outbox(new.rank, own, new.outboxes), new.start, job, args,
+                       kwargs, parent=new.zygote, memory=new.memory)
+    return launch
