@@ -25,6 +25,12 @@ def test_the_search_examples_run_as_written() -> None:
     assert namespace["drawn"].examples >= 50 and namespace["walked"].examples > 10  # type: ignore[attr-defined]
 
 
+def test_the_kept_zygote_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = _blocks("simfs.zygote_kept")
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+    assert capsys.readouterr().out.strip() == "[{0: 0, 1: 1}, {0: 0, 1: 1}, {0: 0, 1: 1}]"
+
+
 def test_the_checkpoint_example_runs_as_written() -> None:
     (block,) = _blocks("checkpoint.CheckpointManager")
     namespace: dict[str, object] = {"__name__": "readme_example"}
