@@ -8,6 +8,7 @@ behind, its stdout."""
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import pty
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+import simfs
 from simfs.confinement import landlock, seccomp
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -369,3 +371,26 @@ def test_simfs_run_imports_a_job_file_only_confined(tmp_path: Path) -> None:
     assert not (tmp_path / "made-at-import").exists() and not (tmp_path / "logged-at-import.log").exists()
 
 
+
+
+def _devnull_in_every_mode() -> list[str]:
+    """What dill does at import (dill/_dill.py, get_file_type): /dev/null opened in each mode,
+    the type of what open returned; then a seek and a read of the read-write one."""
+    opened = [open(os.devnull, mode, buffering=buffering)
+              for mode, buffering in (("rb", 0), ("r", -1), ("r+b", -1), ("rb", -1), ("wb", -1), ("r+", -1))]
+    kinds = ["raw" if isinstance(f, io.RawIOBase) else type(f).__name__ for f in opened]
+    kinds += [type(f.buffer).__name__ for f in opened if isinstance(f, io.TextIOWrapper)]
+    with open(os.devnull, "r+b") as both:
+        both.write(b"gone")
+        kinds.append(f"{both.seek(10)} {both.tell()} {both.read()!r}")
+    return kinds
+
+
+@pytest.mark.parametrize("carrier", ["greenlet", "process"])
+def test_devnull_opens_in_every_mode_a_real_one_does(carrier: str) -> None:
+    """/dev/null is seekable on Linux (a seek lands at 0), so Python opens it for reading and
+    writing; before, "r+b" raised UnsupportedOperation in a rank, and a job whose ranks import
+    torch first (torch imports dill when installed) failed at the import."""
+    result = simfs.Cluster(1, 1, carrier=carrier).run(_devnull_in_every_mode)
+    assert result.ok, result.summary()
+    assert result.returns[0] == _devnull_in_every_mode()

@@ -143,13 +143,26 @@ class SimFileIO(io.RawIOBase):
 
 
 class NullIO(io.RawIOBase):
-    """/dev/null of a simulated machine: writes vanish, reads are at their end."""
+    """/dev/null of a simulated machine: writes vanish, reads are at their end, and a seek
+    anywhere lands at 0 (Linux's null_lseek, drivers/char/mem.c: ``return file->f_pos = 0``), so
+    it opens buffered for reading and writing ("r+b"), as dill does at import."""
 
     def readable(self) -> bool:
         return True
 
     def writable(self) -> bool:
         return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        return 0
+
+    def tell(self) -> int:
+        return self.seek(0, io.SEEK_CUR)
 
     def readinto(self, buffer: Any) -> int:
         return 0
@@ -160,10 +173,10 @@ class NullIO(io.RawIOBase):
 
 def _null_file(mode: str, buffering: int, encoding: str | None, errors: str | None, newline: str | None) -> Any:
     raw = NullIO()
+    buffered = io.BufferedRandom(raw) if "+" in mode else io.BufferedReader(raw) if "r" in mode else \
+        io.BufferedWriter(raw)  # (as io.open buffers a file opened so)
     if "b" in mode:
-        return raw if buffering == 0 else io.BufferedRandom(raw) if "+" in mode else \
-            io.BufferedReader(raw) if "r" in mode else io.BufferedWriter(raw)
-    buffered = io.BufferedWriter(raw) if "r" not in mode or "+" in mode else io.BufferedReader(raw)
+        return raw if buffering == 0 else buffered
     # (io.text_encoding is there from Python 3.10; typeshed declares it from 3.11 only)
     return io.TextIOWrapper(buffered, io.text_encoding(encoding), errors, newline)  # type: ignore[attr-defined]
 
