@@ -1,9 +1,11 @@
 """Named scenarios: a rank program with its recovery, property, topology and the verdict
-expected on each profile. ``@scenario`` registers one; the built-in library registers its own
-when ``scenarios.library`` is imported."""
+expected on each profile. ``@scenario`` registers one; the built-in library's modules register
+their own when ``load_library`` imports them."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -111,8 +113,13 @@ def scenario(name: str | None = None, *, expect: Mapping[str, str], nodes: int =
 
 
 def load_library() -> None:
-    """Import the built-in library (its modules register their scenarios)."""
-    from . import library  # noqa: F401  (registers on import)
+    """Import the built-in library: every module of scenarios/library but the shared ones (each
+    registers its family's scenarios as it is imported)."""
+    from . import library
+
+    for module in pkgutil.iter_modules(library.__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{library.__name__}.{module.name}")
 
 
 def get(name: str) -> Scenario:

@@ -60,7 +60,7 @@ def _judge(sc: Scenario, result: simfs.Result) -> None:
 
 # -- the registry ---------------------------------------------------------------------------------
 
-def test_importing_the_library_registers_every_family_module() -> None:
+def test_loading_the_library_registers_every_family_module() -> None:
     modules = {m.name for m in pkgutil.iter_modules(scenarios.library.__path__) if not m.name.startswith("_")}
     assert {sc.job.__module__.rsplit(".", 1)[1] for sc in LIBRARY} == modules
     assert {"makedirs", "wait", "decide", "latest", "rotation", "locks", "sync", "dcp", "checkpoint"} <= set(FAMILIES)

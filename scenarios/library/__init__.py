@@ -1,22 +1,5 @@
 """The built-in scenario library: each family of naive patterns next to the fix, registered
-with the profiles where the real filesystem makes the naive one fail. Importing the package
-registers every family (one module each)."""
-
-from . import (
-           ddp,
-           decide,
-           latest,
-           locks,
-           makedirs,
-           rendezvous,
-           replace,
-           rotation,
-           sharded,
-           stacks,
-           sync,
-           torch_dcp,
-           wait,
-)
-
-__all__ = ["ddp", "decide", "latest", "locks", "makedirs", "rendezvous", "replace", "rotation", "sharded", "stacks",
-           "sync", "torch_dcp", "wait"]
+with the profiles where the real filesystem makes the naive one fail, one module each.
+``scenarios.registry.load_library`` imports every module here (each registers its family's
+scenarios as it is imported); a module whose name starts with an underscore holds what the
+families share."""
