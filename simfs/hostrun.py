@@ -10,12 +10,11 @@ run on its own does."""
 from __future__ import annotations
 
 import gc
-import importlib
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .runtime.carrier.preload import prepare_c10d
 from .runtime.heap import frozen_heap, young_gc
 from .runtime.hostguard import HostGuard
 
@@ -70,5 +69,4 @@ def ready_to_fork() -> None:
     before its first example). The patches stay, as after any run in this process."""
     with prepared():
         pass
-    if "torch.distributed" in sys.modules:
-        importlib.import_module("simfs.rank.c10d.install").prepare()
+    prepare_c10d()

@@ -38,9 +38,15 @@ def preload(extra: tuple[str, ...] = ()) -> None:
                 os.environ.setdefault(CACHE_DIR, "/")
             if installed(name):
                 importlib.import_module(name)
-    if "torch.distributed" in sys.modules:  # what a rank process running c10d sets up (simfs/rank/c10d)
-        importlib.import_module("simfs.rank.c10d.install").prepare()
+    prepare_c10d()
     prepare_confinement()
+
+
+def prepare_c10d() -> None:
+    """Where modules hold what a rank running c10d replaces (simfs/rank/c10d/install.py), found
+    now when torch.distributed is imported, so that the ranks forked after start from it."""
+    if "torch.distributed" in sys.modules:
+        importlib.import_module("simfs.rank.c10d.install").prepare()
 
 
 @contextlib.contextmanager
