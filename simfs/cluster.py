@@ -256,7 +256,7 @@ class Cluster:
     def _run_here(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                   faults: Iterable[Fault] | None, choices: Any) -> Result:
         collecting = gc.isenabled()
-        with hostrun.prepared():
+        with hostrun.prepared(self.settings.preload if self.settings.carrier == carriers.PROCESS else None):
             try:
                 gc.disable()  # full collections wait for the end of the run (see runtime.heap.young_gc)
                 return self._run(job, args, kwargs, faults, choices)

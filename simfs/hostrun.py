@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .runtime.carrier.preload import prepare_c10d
+from .runtime.carrier.preload import preload, prepare_c10d
 from .runtime.heap import frozen_heap, young_gc
 from .runtime.hostguard import HostGuard
 
@@ -40,9 +40,16 @@ def series() -> Iterator[None]:
 
 
 @contextmanager
-def prepared() -> Iterator[None]:
-    """The host ready for one run during the block, and as it was after it."""
+def prepared(preloaded: tuple[str, ...] | None = None) -> Iterator[None]:
+    """The host ready for one run during the block, and as it was after it. ``preloaded``: for a
+    run of rank processes, the modules they start with besides torch (Cluster's ``preload``),
+    imported first (runtime.carrier.preload), so that the interception's scan and the heap frozen
+    for the run include them: imported in the run, they would stay out of the frozen heap of the
+    zygote, and every rank forked from it would walk their objects in its cycle collections."""
     from .rank.intercept import install
+
+    if preloaded is not None:
+        preload(preloaded)
 
     between: HostGuard | None = getattr(_local, "series", None)
     if between is not None:

@@ -469,6 +469,27 @@ def test_a_preloaded_module_is_imported_once_before_the_ranks_start() -> None:
         sys.modules.pop("_preloaded", None)
 
 
+def _walked_by_collections() -> bool:
+    import gc
+
+    import _preloaded
+
+    return any(o is _preloaded.tracked for o in gc.get_objects())
+
+
+def test_a_preloaded_modules_objects_are_frozen_in_the_ranks() -> None:
+    """A module the cluster preloads is imported before the host freezes its heap for the run, so
+    the zygote's ranks leave its objects out of their cycle collections (in the permanent
+    generation: no walk, no page copied for it); imported inside the run, each rank walked them."""
+    sys.modules.pop("_preloaded", None)
+    try:
+        result = simfs.Cluster(nodes=1, ranks_per_node=2, preload=["_preloaded"]).run(_walked_by_collections)
+        assert result.ok, result.summary()
+        assert result.returns == {0: False, 1: False}
+    finally:
+        sys.modules.pop("_preloaded", None)
+
+
 def _logs_a_warning() -> bool:
     import logging
 

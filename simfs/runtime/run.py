@@ -93,8 +93,7 @@ class Run:
         self.carrier: Carrier = GreenletCarrier(self.sched, dist, self._end_process, self.machine.outputs,
                                                 store_names) \
             if settings.carrier == carriers.GREENLET else \
-            ProcessCarrier(self.machine, self.sched, dist, self._end_process, settings.rank_memory,
-                           settings.preload)
+            ProcessCarrier(self.machine, self.sched, dist, self._end_process, settings.rank_memory)
         self.world.where = self._where
 
     def _note_collective(self, rank: int, op: str, group: str, outcome: str) -> None:

@@ -30,7 +30,6 @@ from ..machine import ReadOnRank
 from .handle import Forward, RankProcess
 from .kept import zygote_for
 from .outbox import Outboxes
-from .preload import preload
 from .requests import ProcessRequests
 from .zygote import MAX_START, Zygote, ZygoteGone
 
@@ -60,8 +59,7 @@ class ProcessCarrier:
     """The rank processes of one run."""
 
     def __init__(self, machine: Machine, sched: Scheduler, dist: DistRequests,
-                 end_process: Callable[[Process, str], None], memory: int | None = None,
-                 preloaded: tuple[str, ...] = ()) -> None:
+                 end_process: Callable[[Process, str], None], memory: int | None = None) -> None:
         self.machine = machine
         self.memory = memory  # RLIMIT_DATA of each rank process (None: unlimited)
         self.sched = sched
@@ -75,7 +73,6 @@ class ProcessCarrier:
         self._job = 0  # the run's job among the zygote's
         self._owns_zygote = True  # a zygote of this run alone, not one kept for a series
         self._launching: deque[RankProcess] = deque()  # asked of the zygote, not yet known to have started
-        preload(preloaded)
         self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
         self.outboxes = Outboxes.create(len(dist.world.world.ranks))  # the ranks' collectives' tensors
         self.relay = Relay()  # what the rank processes write to their stdout and stderr, to their captures
