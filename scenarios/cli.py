@@ -19,6 +19,7 @@ from simfs.carriers import CARRIERS
 from simfs.fs import persistence
 from simfs.visible import visible
 
+from .budgets import SHRINK_TIME, SWEEP_SHRINK_TIME
 from .exitcodes import EXIT_INTERRUPTED, EXIT_STALLED, EXIT_UNEXPECTED, EXIT_USAGE
 from .mix import fault_kinds
 from .outcome import SCHEMA, Report, ScenarioOutcome
@@ -71,7 +72,8 @@ def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
     """The searches to run, and a note on the scenarios left out (their libraries not installed)."""
     common: dict[str, Any] = {"nodes": args.nodes, "ranks_per_node": args.ranks_per_node,
                               "examples": args.examples, "seed": args.seed, "watchdog": args.watchdog,
-                              "carrier": args.carrier, "database": args.db, "shrink_time": args.shrink_time,
+                              "carrier": args.carrier, "database": args.db,
+                              "shrink_time": SHRINK_TIME if args.shrink_time is None else args.shrink_time,
                               "steer": args.steer}
     jobs = [name for name in args.names if ":" in name]
     if jobs:
@@ -101,8 +103,12 @@ def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
         simfs.profiles.get(args.profile)
     if args.quick and args.profile:
         raise ValueError("--quick picks each scenario's profiles; give --quick or --profile, not both")
-    tasks = [Task(sc.name, profile, **common) for sc in chosen
-             for profile in (sc.quick_profiles() if args.quick else sc.profiles) if args.profile in (None, profile)]
+    if args.shrink_time is None and not args.names:
+        common["shrink_time"] = SWEEP_SHRINK_TIME
+    tasks = [Task(sc.name, profile, **{**common, "examples": args.examples or sc.quick_examples()})
+             if args.quick else Task(sc.name, profile, **common)
+             for sc in chosen for profile in (sc.quick_profiles() if args.quick else sc.profiles)
+             if args.profile in (None, profile)]
     if not tasks:
         raise ValueError(f"no scenario runs on profile {args.profile!r}; `simfs list` shows each one's profiles")
     return tasks, note
@@ -314,12 +320,15 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--report", default=os.path.join("reports", "runs"),
                      help="directory for report.json, report.xml (JUnit) and report.html ('' for none)")
     run.add_argument("--quick", action="store_true",
-                     help="each scenario on one profile per verdict it expects (a shared filesystem where it can)")
+                     help="each scenario on one profile per verdict it expects (a shared filesystem where it can), "
+                          "with a third of its examples (at least 5)")
     run.add_argument("--db", metavar="DIR", default=os.environ.get("SIMFS_DB", os.path.join(".hypothesis", "examples")),
                      help="the example database: failures found are kept here and replayed first by the next run "
                           "('' for none; default $SIMFS_DB, else Hypothesis's own directory)")
-    run.add_argument("--shrink-time", type=_shrink_seconds, default=10.0, metavar="SECONDS",
-                     help="wall seconds each failing search may spend shrinking its counterexample (0: none)")
+    run.add_argument("--shrink-time", type=_shrink_seconds, metavar="SECONDS",
+                     help=f"wall seconds each failing search may spend shrinking its counterexample (0: none; "
+                          f"default {SHRINK_TIME:g} for named scenarios or a job, {SWEEP_SHRINK_TIME:g} for each "
+                          f"search of a run of the library or of a family)")
     run.add_argument("--steer", action="store_true",
                      help="steer each search towards examples that reach rarer events (Hypothesis's target phase; "
                           "off by default: reports/BENCHMARKS.md measures it)")

@@ -25,14 +25,12 @@ from simfs.runtime.heap import frozen_heap
 
 from . import coverage, replaying
 from . import database as examples_db
+from .budgets import SHRINK_TIME
 from .example import Example, Execution, execute
 from .finding import Finding, finding_of
 from .mix import Space, buffer_size, draw_crash, draw_example, draw_recover, fault_kinds
 from .registry import Crashes
 from .target import Check, Target
-
-SHRINK_TIME = 10.0  # wall seconds the shrinker may spend after the first failure (simfs run's and the plugin's too)
-
 
 # a crash in three examples of four (swarm: some examples run the job and its restart with no
 # crash at all); shrinking goes towards a crash, whose description says where it hit

@@ -33,13 +33,13 @@ import simfs
 from simfs import carriers
 from simfs.carriers import CARRIERS
 
+from .budgets import SHRINK_TIME
 from .explore import explore
 from .outcome import SCHEMA, FindingRecord, Report, ScenarioOutcome
 from .registry import Check, Crashes
 from .reporting import write_json
 
 EXAMPLES = 25  # examples per search unless --simfs-examples or the mark says otherwise
-SHRINK_TIME = 10.0  # wall seconds a failing search may spend shrinking
 
 ProfileSpec = str | simfs.Profile  # a built-in name, a profile file (".toml") or a Profile
 

@@ -14,6 +14,8 @@ from simfs import Result, carriers, profiles
 from simfs.carriers import CARRIERS
 from simfs.checks import installed
 
+from .budgets import QUICK_LEAST, QUICK_SHARE
+
 Expectation = Literal["pass", "fail"]
 Crashes = bool | Literal["exhaustive"]
 Check = Callable[[Result], object]
@@ -43,6 +45,11 @@ class Scenario:
     @property
     def profiles(self) -> list[str]:
         return list(self.expect)
+
+    def quick_examples(self) -> int:
+        """Examples per search in `simfs run --quick`: a third of its own, at least 5 (the naive
+        scenarios fail within them: each search's finding says at which example)."""
+        return max(QUICK_LEAST, self.max_examples // QUICK_SHARE)
 
     def quick_profiles(self) -> list[str]:
         """One profile per verdict it expects (`simfs run --quick`): the first listed that is a

@@ -20,6 +20,7 @@ from simfs import hostrun
 from simfs.runtime.carrier import preload
 
 from . import database as examples_db
+from .budgets import SHRINK_TIME
 from .mix import fault_kinds
 from .outcome import ScenarioOutcome
 from .registry import Expectation
@@ -44,7 +45,7 @@ class Task:
     faults: str = "default"
     carrier: str | None = None  # None: a scenario's own carrier; a job's ranks are processes
     database: str = ""  # the example database's directory ('': none)
-    shrink_time: float = 10.0  # wall seconds a failing search may shrink (the pytest plugin's budget)
+    shrink_time: float = SHRINK_TIME  # wall seconds a failing search may shrink
     steer: bool = False  # explore(steer=True): Hypothesis's target phase on each example's rarity
 
     @property

@@ -254,6 +254,32 @@ def test_quick_runs_each_verdict_once_on_a_shared_filesystem_where_it_can() -> N
             assert profile == (shared[0] if shared else next(p for p, v in expect.items() if v == verdict)), name
 
 
+def test_quick_searches_a_third_of_each_scenarios_examples() -> None:
+    from scenarios.budgets import QUICK_LEAST
+    from scenarios.cli import _tasks, parser
+    from scenarios.registry import get
+
+    quick, _ = _tasks(parser().parse_args(["run", "--quick"]))
+    for task in quick:
+        assert task.examples == max(QUICK_LEAST, get(task.scenario).max_examples // 3), task
+    assert {task.examples for task in quick} >= {QUICK_LEAST, 100}  # the trainers' 12 -> 5, a 300 -> 100
+    asked, _ = _tasks(parser().parse_args(["run", "--quick", "--examples", "7", "makedirs-once"]))
+    assert [task.examples for task in asked] == [7] * len(asked)
+
+
+@pytest.mark.parametrize("argv, seconds", [(["run"], 3.0), (["run", "--family", "stacks"], 3.0),
+                                           (["run", "--quick"], 3.0), (["run", "makedirs-once"], 10.0),
+                                           (["run", "--shrink-time", "25"], 25.0),
+                                           (["run", "tests._explore_jobs:rank0_makedirs"], 10.0)])
+def test_a_search_of_a_sweep_shrinks_for_less_than_one_asked_for_by_name(argv: list[str], seconds: float) -> None:
+    """Each of a sweep's searches may shrink for 3 s (the main job shrinks every expected failure),
+    a search of scenarios named or of a job for 10 s; --shrink-time sets both."""
+    from scenarios.cli import _tasks, parser
+
+    tasks, _ = _tasks(parser().parse_args(argv))
+    assert tasks and {task.shrink_time for task in tasks} == {seconds}
+
+
 @pytest.mark.parametrize("flags, steered", [((), False), (("--steer",), True)])
 def test_steer_reaches_each_search(flags: tuple[str, ...], steered: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """`simfs run --steer`: each search hands its examples' rarity to Hypothesis's target phase."""
