@@ -274,7 +274,8 @@ class Cluster:
         recorder = None if isinstance(source, SeededChoices) else RecordingChoices(source)
         marshal = Marshal(recorder or source) if getattr(source, "thread_bound", False) else None
         draws: ChoiceSource = marshal or recorder or source
-        run = Run(self.settings, self.fs, host_paths(), index, fault_list, draws, marshal, _torch_store_names())
+        store_names = _torch_store_names() if self.settings.carrier == carriers.GREENLET else None
+        run = Run(self.settings, self.fs, host_paths(), index, fault_list, draws, marshal, store_names)
         spec = self._replay_spec(job, args, kwargs, index, fault_list)
         if recorder is not None:
             spec["draws"] = recorder.draws  # filled in as the run draws
