@@ -275,6 +275,26 @@ def test_hundreds_of_events_stay_readable() -> None:
     assert label == "rank 5: stat /shared/ckpt/done → ENOENT, then TimeoutError"
 
 
+def test_an_axis_finds_how_long_a_stretch_must_be_to_be_cut_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One threshold for the whole axis: found again for each of its stretches, a finding of some
+    thousand events took seconds to draw (the sort of every gap, once per gap), at the end of
+    every `simfs run` that reported a failure."""
+    from scenarios.reporting import _axis
+
+    found: list[float] = []
+
+    def counted(gaps: list[float], span: float) -> float:
+        found.append(span)
+        return cut_above(gaps, span)
+
+    cut_above = _axis._cut_above
+    monkeypatch.setattr(_axis, "_cut_above", counted)
+    starts = [0.001 * i for i in range(2000)] + [100.0]
+    axis = _axis.Axis.build(starts, [], left=0.0, target=1000.0)
+    assert found == [100.0]
+    assert axis.cut == [False] * 1999 + [True]  # the long stretch before 100 s, and only it, is cut
+
+
 def test_repeats_in_a_row_make_one_mark_from_three_on() -> None:
     cycle = [("lstat", "/root"), ("lstat", "/root/.pyenv"), ("lstat", "/root/.pyenv/versions")]
     trace = [_event(0, "barrier", "WORLD", "arrived", time=1.0), _event(0, "barrier", "WORLD", "arrived", time=2.0),

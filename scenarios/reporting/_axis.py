@@ -35,7 +35,8 @@ class Axis:
         slot = max(2.0, min(6.0, 0.6 * target / max(len(starts), 1)))
         widths = [counts[t] * slot for t in times]
         gaps = [b - a for a, b in itertools.pairwise(times)]
-        cut = [gap > _cut_above(gaps, times[-1] - times[0]) for gap in gaps]
+        longest = _cut_above(gaps, times[-1] - times[0])
+        cut = [gap > longest for gap in gaps]
         linear = sum(gap for gap, c in zip(gaps, cut) if not c)
         fixed = sum(widths) + _CUT * sum(cut) + _GAP * len(gaps)
         room = max(target - fixed, 0.4 * target)  # shared by the stretches not cut, as they last
