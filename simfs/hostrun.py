@@ -48,25 +48,29 @@ def prepared(preloaded: tuple[str, ...] | None = None) -> Iterator[None]:
     zygote, and every rank forked from it would walk their objects in its cycle collections."""
     from .rank.intercept import install
 
-    if preloaded is not None:
-        preload(preloaded)
-
     between: HostGuard | None = getattr(_local, "series", None)
     if between is not None:
-        install(modules_unchanged=between.modules_as_taken)  # puts back what the last run replaced
         try:
+            _preload(preloaded)
+            install(modules_unchanged=between.modules_as_taken)  # puts back what the last run replaced
             yield
         finally:
             between.restore()
             young_gc()
         return
-    guard = HostGuard()  # before install(): what it imports and patches in builtins is undone after
+    guard = HostGuard()  # before the imports and install(): what they change (warnings filters...) is undone after
     try:
+        _preload(preloaded)
         install()
         with frozen_heap():  # the host's objects need no cycle collection while ranks allocate
             yield
     finally:
         guard.restore()
+
+
+def _preload(preloaded: tuple[str, ...] | None) -> None:
+    if preloaded is not None:
+        preload(preloaded)
 
 
 def ready_to_fork() -> None:
