@@ -198,9 +198,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     done: dict[int, ScenarioOutcome] = {}
     interrupted = False
     try:
+        finished = run_tasks(tasks, args.jobs)  # (its workers start before the progress display's thread)
         with _progress() as progress:
             bar = progress.add_task("searching", total=len(tasks))
-            for index, outcome in run_tasks(tasks, args.jobs):
+            for index, outcome in finished:
                 done[index] = outcome
                 progress.update(bar, advance=1, description=escape(f"{outcome.scenario} [{outcome.profile}]"))
     except KeyboardInterrupt:

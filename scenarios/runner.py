@@ -8,11 +8,13 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
+from multiprocessing.context import BaseContext
 from typing import Any
 
 import simfs
@@ -201,16 +203,9 @@ def _search(task: Task, profile: str | simfs.Profile, held: examples_db.Entries 
 def run_task(task: Task) -> ScenarioOutcome:
     """One task, supervised from outside (a rank stuck in C code holding the GIL is killed after
     the watchdog); a scenario that cannot run is an "error" outcome, not a crash of the run."""
-    from .registry import load_library
-
     start = time.perf_counter()
     try:
-        if not task.is_job:
-            load_library()  # here, once: each search's forked child inherits torch and the library
-        if task.budget()[1] == "process":
-            preload()  # what rank processes start with (torch._dynamo...): here, once, not in each child
-        _read_local_constants()
-        hostrun.ready_to_fork()
+        _ready_for(task)
         specs = [spec for spec in (task.scenario, task.recover, task.check) if spec] if task.is_job else []
         profile = load_profile(task.profile)
         database = examples_db.resolve(task.database or None, "--db")
@@ -229,6 +224,19 @@ def run_task(task: Task) -> ScenarioOutcome:
                                wall_time=time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
 
 
+def _ready_for(task: Task) -> None:
+    """What every search's forked child starts with, made here once: the library (and torch), what
+    rank processes start with (torch._dynamo...), Hypothesis's constants, the interception."""
+    from .registry import load_library
+
+    if not task.is_job:
+        load_library()
+    if task.budget()[1] == "process":
+        preload()
+    _read_local_constants()
+    hostrun.ready_to_fork()
+
+
 def _read_local_constants() -> None:
     """Hypothesis reads the constants of the project's own modules once per process and caches them
     on disk; a search's child is confined (it cannot write that cache), so they are read here, once,
@@ -242,15 +250,31 @@ def _read_local_constants() -> None:
 
 def run_tasks(tasks: list[Task], jobs: int) -> Iterator[tuple[int, ScenarioOutcome]]:
     """(index, outcome) of every task as it finishes; ``jobs`` worker processes (1: here), which
-    take the heaviest searches first (Task.weight) so that no long one starts last and runs alone."""
+    take the heaviest searches first (Task.weight) so that no long one starts last and runs alone.
+    The workers start now, before the caller starts any thread (a progress display's)."""
     if jobs <= 1:
-        for index, task in enumerate(tasks):
-            yield index, run_task(task)
-        return
+        return ((index, run_task(task)) for index, task in enumerate(tasks))
     os.environ["PYTHONHASHSEED"] = "0"  # the workers hash str as every other run does
     heaviest_first = sorted(range(len(tasks)), key=lambda index: -tasks[index].weight())
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(run_task, tasks[index]): index for index in heaviest_first}
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_workers_context(tasks))
+    futures = {pool.submit(run_task, tasks[index]): index for index in heaviest_first}
+    return _as_finished(pool, futures)
+
+
+def _workers_context(tasks: list[Task]) -> BaseContext:
+    """How the workers start: forked from this process where it hashes str as they must (it
+    started with PYTHONHASHSEED=0, as the simfs command makes sure) and runs no other thread, after
+    it imported and prepared what each worker would (the library, torch, the interception: ~4 s a
+    worker on 2 cores); spawned, each a fresh interpreter, otherwise."""
+    if sys.flags.hash_randomization or threading.active_count() > 1:
+        return get_context("spawn")
+    _ready_for(next((task for task in tasks if task.budget()[1] == "process"), tasks[0]))
+    return get_context("fork")
+
+
+def _as_finished(pool: ProcessPoolExecutor, futures: dict[Future[ScenarioOutcome], int]
+                 ) -> Iterator[tuple[int, ScenarioOutcome]]:
+    with pool:
         try:
             for future in as_completed(futures):
                 yield futures[future], future.result()

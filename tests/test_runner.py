@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 import zlib
+from pathlib import Path
 
 import pytest
 
 from scenarios.replaying import PREFIX
 from scenarios.runner import Task, run_tasks, shard
 
+REPO = Path(__file__).resolve().parents[1]
 TASKS = [Task(name, profile, examples=15) for name, profile in (
     ("makedirs-every-rank", "beegfs"), ("makedirs-once", "nfs"), ("wait-fixed-timeout", "local"),
     ("decide-from-exists", "nfs"))]
@@ -37,6 +42,34 @@ def test_results_do_not_depend_on_jobs_or_shards() -> None:
     assert _outcomes(TASKS, 2) == alone
     halves = {**_outcomes(shard(TASKS, "1/2"), 1), **_outcomes(shard(TASKS, "2/2"), 2)}
     assert halves == alone
+
+
+_FORKED_WORKERS = """
+import json
+from scenarios.runner import Task, _workers_context, run_tasks
+tasks = [Task(name, profile, examples=15) for name, profile in {tasks!r}]
+def outcomes(jobs):
+    return {{f"{{o.scenario}} {{o.profile}}": [o.verdict, o.finding.replay if o.finding else None]
+            for _, o in run_tasks(tasks, jobs)}}
+print(json.dumps([_workers_context(tasks).get_start_method(), outcomes(1), outcomes(2)]))
+"""
+
+
+def test_workers_forked_from_a_process_that_hashes_as_they_must_find_the_same() -> None:
+    """Started with PYTHONHASHSEED=0 (as the simfs command is), the process forks its workers
+    after preparing once what each would (not a fresh interpreter's imports each), and they find
+    what one process finds, replay strings and all; a process with a random hash seed (this one)
+    spawns them."""
+    from scenarios.runner import _workers_context
+
+    assert _workers_context(TASKS).get_start_method() == "spawn"
+    code = _FORKED_WORKERS.format(tasks=[(t.scenario, t.profile) for t in TASKS])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONHASHSEED": "0"}, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    method, alone, forked = json.loads(done.stdout.splitlines()[-1])
+    assert method == "fork"
+    assert forked == alone and sorted(v for v, _ in alone.values()) == ["fail", "fail", "fail", "pass"]
 
 
 @pytest.mark.parametrize("spec", ["0/2", "3/2", "1", "a/b", "1/0"])
