@@ -7,6 +7,7 @@ behind, its stdout."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import io
 import json
@@ -14,6 +15,7 @@ import os
 import pty
 import resource
 import socket
+import stat
 import subprocess
 import sys
 import termios
@@ -384,6 +386,42 @@ def _devnull_in_every_mode() -> list[str]:
         both.write(b"gone")
         kinds.append(f"{both.seek(10)} {both.tell()} {both.read()!r}")
     return kinds
+
+
+def _devnull_through_descriptors() -> list[object]:
+    """/dev/null through descriptors (os.open; _pyio.open, as dill's import does): what each call
+    gives, and the errno of each that fails."""
+    import _pyio
+
+    out: list[object] = []
+    fd = os.open(os.devnull, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    out += [os.write(fd, b"gone"), os.read(fd, 10), os.lseek(fd, 100, os.SEEK_SET), os.lseek(fd, 5, os.SEEK_END)]
+    st = os.fstat(fd)
+    out += [stat.S_ISCHR(st.st_mode), oct(stat.S_IMODE(st.st_mode)), st.st_size, st.st_rdev == os.makedev(1, 3),
+            os.stat(os.devnull).st_rdev == st.st_rdev, os.access(os.devnull, os.W_OK)]
+    for call in (lambda: os.fsync(fd), lambda: os.write(os.open(os.devnull, os.O_RDONLY), b"x"),
+                 lambda: os.open(os.devnull, os.O_RDONLY | os.O_DIRECTORY)):
+        try:
+            call()
+            out.append("no error")
+        except OSError as exc:
+            out.append(errno.errorcode[exc.errno])
+    os.close(fd)
+    for mode in ("r", "rb", "r+b", "wb"):
+        with _pyio.open(os.devnull, mode) as f:
+            out.append(type(f).__name__)
+    return out
+
+
+@pytest.mark.parametrize("carrier", ["greenlet", "process"])
+def test_devnull_through_descriptors_is_a_real_ones(carrier: str) -> None:
+    """os.open of /dev/null gives a simulated null device (drivers/char/mem.c: reads at their end,
+    writes taken whole, seeks at 0, no fsync): before, it was "no such file", so _pyio.open of it
+    failed, and with it dill's import, which torch makes where dill is installed: a rank that
+    imported torch itself failed."""
+    result = simfs.Cluster(1, 1, carrier=carrier).run(_devnull_through_descriptors)
+    assert result.ok, result.summary()
+    assert result.returns[0] == _devnull_through_descriptors()
 
 
 @pytest.mark.parametrize("carrier", ["greenlet", "process"])

@@ -14,7 +14,7 @@ from ...fs.inode import Attr
 from ...fs.mount import Mount
 from ...port import native
 from ...tasks.process import Process
-from .openfile import OpenFile
+from .openfile import NullFile, OpenFile
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -70,9 +70,23 @@ class SyscallsBase:
         return path
 
     def _fd(self, fd: Any) -> OpenFile:
+        """The open file ``fd`` names; EINVAL for /dev/null, which the calls that take it ask
+        for first (``_null``)."""
+        of = self._described(fd)
+        if isinstance(of, NullFile):
+            raise OSError(errno.EINVAL, "simfs does not simulate this call on /dev/null", NullFile.path)
+        return of
+
+    def _null(self, fd: Any) -> NullFile | None:
+        """The open /dev/null ``fd`` names, if it names one."""
+        of = self.proc.fds.get(fd if isinstance(fd, int) else fd.fileno())
+        return of if type(of) is NullFile else None
+
+    def _described(self, fd: Any) -> OpenFile | NullFile:
+        """What ``fd`` names, an OpenFile or a NullFile; EBADF where it names nothing."""
         if not isinstance(fd, int):
             fd = fd.fileno()
-        of: OpenFile | None = self.proc.fds.get(fd)
+        of: OpenFile | NullFile | None = self.proc.fds.get(fd)
         if of is None:
             raise OSError(errno.EBADF, os.strerror(errno.EBADF))
         return of

@@ -16,7 +16,7 @@ from ...fs.inode import DIR, FILE, LINK, fs_error
 from ...port import native
 from ...tasks.process import FD_BASE
 from .base import SyscallsBase, frozen
-from .openfile import OpenFile
+from .openfile import NullFile, OpenFile
 
 _O_TMPFILE = getattr(os, "O_TMPFILE", 0)
 _SYNC_FLAGS = os.O_SYNC | getattr(os, "O_DSYNC", 0)
@@ -26,6 +26,8 @@ class FileCalls(SyscallsBase):
     # -- open files --------------------------------------------------------------------------
     def open(self, path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
         p, _ = self._abs(path, dir_fd)
+        if p == NullFile.path:
+            return self._open_null(flags)
         if self.machine.is_real(p):
             return native.open_file(p, flags, mode, path)
         if _O_TMPFILE and flags & _O_TMPFILE == _O_TMPFILE:
@@ -69,6 +71,17 @@ class FileCalls(SyscallsBase):
         client.opened(ino)
         return self.proc.alloc_fd(of)
 
+    def _open_null(self, flags: int) -> int:
+        """open(2) of /dev/null: every node has it, readable and writable by everyone (0666);
+        O_CREAT and O_TRUNC change nothing on a device, O_DIRECTORY is ENOTDIR."""
+        if flags & os.O_DIRECTORY:
+            raise fs_error(errno.ENOTDIR)
+        if flags & os.O_CREAT and flags & os.O_EXCL:
+            raise fs_error(errno.EEXIST)
+        access = flags & os.O_ACCMODE
+        return self.proc.alloc_fd(NullFile(flags, access in (os.O_RDONLY, os.O_RDWR),
+                                           access in (os.O_WRONLY, os.O_RDWR)))
+
     def open_io(self, path: Any, flags: int, mode: int = 0o666) -> int:
         """open(2) and the check io.FileIO makes after it, in one call: a descriptor that names a
         directory is closed again, and IsADirectoryError raised."""
@@ -87,9 +100,12 @@ class FileCalls(SyscallsBase):
     def close(self, fd: int) -> None:
         if fd < FD_BASE:
             return _real.close(fd)
-        of = self._fd(fd)
+        described = self._described(fd)
         del self.proc.fds[fd]
-        of.refs -= 1
+        described.refs -= 1
+        if isinstance(described, NullFile):
+            return None
+        of = described
         if of.refs > 0:
             self._op("close", of.path, None, lambda: None)
             return None
@@ -152,9 +168,13 @@ class FileCalls(SyscallsBase):
     def read(self, fd: int, n: int) -> bytes:
         if fd < FD_BASE:
             return _real.read(fd, n)
-        of = self._fd(fd)
         if n < 0:
             raise ValueError("negative read length")
+        null = self._null(fd)
+        if null is not None:
+            self._null_io(null, False)
+            return b""
+        of = self._fd(fd)
 
         def work() -> bytes:
             self._check_io(of, False)
@@ -165,6 +185,10 @@ class FileCalls(SyscallsBase):
         return self._op("read", of.path, None, work)
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
+        null = self._null(fd)
+        if null is not None:
+            self._null_io(null, False)
+            return b""
         of = self._fd(fd)
 
         def work() -> bytes:
@@ -176,12 +200,27 @@ class FileCalls(SyscallsBase):
     def write(self, fd: int, data: Any) -> int:
         if fd < FD_BASE:
             return _real.write(fd, data)
+        null = self._null(fd)
+        if null is not None:
+            self._null_io(null, True)
+            return len(frozen(data))
         of = self._fd(fd)
         return self._op("write", of.path, None, lambda: self._write(of, frozen(data), None))
 
     def pwrite(self, fd: int, data: Any, offset: int) -> int:
+        null = self._null(fd)
+        if null is not None:
+            self._null_io(null, True)
+            return len(frozen(data))
         of = self._fd(fd)
         return self._op("write", of.path, None, lambda: self._write(of, frozen(data), offset))
+
+    @staticmethod
+    def _null_io(null: NullFile, write: bool) -> None:
+        """A read of /dev/null is at its end, a write takes every byte: EBADF only where the
+        open did not ask for that direction."""
+        if not (null.writable if write else null.readable):
+            raise fs_error(errno.EBADF)
 
     def _write(self, of: OpenFile, data: bytes, offset: int | None) -> int:
         self._check_io(of, True)
@@ -205,6 +244,8 @@ class FileCalls(SyscallsBase):
         return written
 
     def lseek(self, fd: int, pos: int, how: int) -> int:
+        if self._null(fd) is not None:
+            return 0  # drivers/char/mem.c null_lseek: every seek lands at 0
         of = self._fd(fd)
 
         def work() -> int:
@@ -224,6 +265,8 @@ class FileCalls(SyscallsBase):
         return self._op("lseek", of.path, None, work)
 
     def fsync(self, fd: Any) -> None:
+        if self._null(fd) is not None:
+            raise fs_error(errno.EINVAL)  # no fsync in /dev/null's file operations: EINVAL, as Linux
         of = self._fd(fd)
 
         def work() -> None:
@@ -251,12 +294,12 @@ class FileCalls(SyscallsBase):
         self._op("truncate", of.path, None, work)
 
     def dup(self, fd: int) -> int:
-        of = self._fd(fd)
+        of = self._described(fd)
         of.refs += 1
         return self.proc.alloc_fd(of)
 
     def dup2(self, fd: int, fd2: int, inheritable: bool = True) -> int:
-        of = self._fd(fd)
+        of = self._described(fd)
         if fd2 < FD_BASE:
             raise BypassError("os.dup2", "it would put a simulated file on a real descriptor")
         if fd2 in self.proc.fds:
@@ -268,12 +311,13 @@ class FileCalls(SyscallsBase):
     def isatty(self, fd: int) -> bool:
         if fd < FD_BASE:
             return _real.isatty(fd)
-        self._fd(fd)
+        self._described(fd)
         return False
 
     def kind_of(self, fd: int) -> str:
-        """What an open descriptor names: "f" (a file) or "d" (a directory)."""
-        return self._fd(fd).kind
+        """What an open descriptor names: "f" (a file), "d" (a directory) or "c" (/dev/null)."""
+        kind: str = self._described(fd).kind
+        return kind
 
     def holds(self, fd: int) -> bool:
         """Whether the (live) process has ``fd`` open."""
@@ -293,7 +337,7 @@ class FileCalls(SyscallsBase):
     def fcntl(self, fd: int, cmd: int, arg: Any = 0) -> int:
         """fcntl(2) on a simulated descriptor: its flags (F_GETFD, F_GETFL); setting them is
         accepted (close-on-exec, O_NONBLOCK: nothing here differs); record locks are refused."""
-        of = self._fd(fd)
+        of = self._described(fd)
         if cmd == fcntl.F_GETFD:
             return fcntl.FD_CLOEXEC
         if cmd == fcntl.F_GETFL:
@@ -313,7 +357,10 @@ class FileCalls(SyscallsBase):
 
     # -- locks -------------------------------------------------------------------------------
     def lock(self, fd: Any, operation: int, *, posix: bool) -> None:
-        """flock (owner: the open file) or lockf (owner: the process), whole-file."""
+        """flock (owner: the open file) or lockf (owner: the process), whole-file; on /dev/null,
+        which no other process can contend for here, it is granted at once."""
+        if self._null(fd) is not None:
+            return
         of = self._fd(fd)
         name = "lockf" if posix else "flock"
         owner: Any = self.proc if posix else of

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import stat
 from typing import Any
 
 from ... import _real
@@ -15,8 +16,10 @@ from ...port import native
 from ...tasks.dirent import ScandirIterator
 from ...tasks.process import FD_BASE
 from .base import SyscallsBase
+from .openfile import NullFile
 
 _BLOCK = 4096  # f_bsize and f_frsize
+_DEVTMPFS = 1 << 20  # st_dev of /dev (devtmpfs) on a simulated node: the mounts count theirs from 1
 
 
 class MetadataCalls(SyscallsBase):
@@ -25,6 +28,8 @@ class MetadataCalls(SyscallsBase):
         if isinstance(path, int):
             return self.fstat(path)
         p, _ = self._abs(path, dir_fd)
+        if p == NullFile.path:
+            return self._null_stat()
         if self.machine.is_real(p):
             return native.stat(p, follow_symlinks)
 
@@ -34,18 +39,30 @@ class MetadataCalls(SyscallsBase):
 
         return self._op("stat" if follow_symlinks else "lstat", p, path, work)
 
+    def _null_stat(self) -> os.stat_result:
+        """/dev/null's stat: a character device (1, 3), crw-rw-rw-, owned by root, of size 0,
+        made when the node booted, on the node's devtmpfs."""
+        boot = self.machine.epoch
+        fields = [stat.S_IFCHR | 0o666, 4, _DEVTMPFS, 1, 0, 0, 0, int(boot), int(boot), int(boot), boot, boot, boot,
+                  int(boot * 1e9), int(boot * 1e9), int(boot * 1e9), 4096, 0, os.makedev(1, 3)]
+        return os.stat_result(fields[:os.stat_result.n_fields])
+
     def lstat(self, path: Any, *, dir_fd: int | None = None) -> os.stat_result:
         return self.stat(path, dir_fd=dir_fd, follow_symlinks=False)
 
     def fstat(self, fd: int) -> os.stat_result:
         if fd < FD_BASE:
             return _real.fstat(fd)
+        if self._null(fd) is not None:
+            return self._null_stat()
         of = self._fd(fd)
         return self._op("fstat", of.path, None, lambda: self._stat_result(of.mount, of.client.getattr(of.ino)))
 
     def access(self, path: Any, mode: int, *, dir_fd: int | None = None, effective_ids: bool = False,
                follow_symlinks: bool = True) -> bool:
         p, _ = self._abs(path, dir_fd)
+        if p == NullFile.path:
+            return not mode & os.X_OK  # crw-rw-rw-
         if self.machine.is_real(p):
             return native.access(p, mode)
         try:

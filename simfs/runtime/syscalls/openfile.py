@@ -42,3 +42,20 @@ class OpenFile:
         self.refs = 1
         self.epoch = client.epoch
         self.node = client.node
+
+
+class NullFile:
+    """An open /dev/null (Linux's drivers/char/mem.c): reads are at their end, writes vanish
+    whole, and every seek lands at 0. No filesystem holds it, so no operation on it is traced,
+    delayed, failed by a fault or lost to a crash."""
+
+    __slots__ = ("flags", "readable", "refs", "writable")
+
+    kind = "c"  # a character device
+    path = "/dev/null"
+
+    def __init__(self, flags: int, readable: bool, writable: bool) -> None:
+        self.flags = flags
+        self.readable = readable
+        self.writable = writable
+        self.refs = 1
