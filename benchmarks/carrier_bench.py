@@ -101,8 +101,7 @@ def scale_seconds(carrier: str, ranks: int) -> float:
 def scale_seconds_here(carrier: str, ranks: int) -> float:
     """scale_seconds() in this process (a warm cluster: its first run done), with torch.distributed
     imported here first, as a test module that uses it does and as the process carrier always
-    does: greenlet ranks that import torch themselves fail where dill is installed (torch imports
-    it, and dill opens /dev/null with os.open, which ranks cannot: docs/limits.md)."""
+    does (the row measures the ranks, not torch's import in each greenlet rank)."""
     import torch.distributed  # noqa: F401 - see above
 
     cluster = simfs.Cluster(max(1, ranks // 8), min(8, ranks), carrier=carrier, isolate=False)

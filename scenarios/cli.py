@@ -72,8 +72,7 @@ def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
     """The searches to run, and a note on the scenarios left out (their libraries not installed)."""
     common: dict[str, Any] = {"nodes": args.nodes, "ranks_per_node": args.ranks_per_node,
                               "examples": args.examples, "seed": args.seed, "watchdog": args.watchdog,
-                              "carrier": args.carrier, "database": args.db,
-                              "shrink_time": SHRINK_TIME if args.shrink_time is None else args.shrink_time,
+                              "carrier": args.carrier, "database": args.db, "shrink_time": _shrink_time(args),
                               "steer": args.steer}
     jobs = [name for name in args.names if ":" in name]
     if jobs:
@@ -103,15 +102,21 @@ def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
         simfs.profiles.get(args.profile)
     if args.quick and args.profile:
         raise ValueError("--quick picks each scenario's profiles; give --quick or --profile, not both")
-    if args.shrink_time is None and not args.names:
-        common["shrink_time"] = SWEEP_SHRINK_TIME
-    tasks = [Task(sc.name, profile, **{**common, "examples": args.examples or sc.quick_examples()})
-             if args.quick else Task(sc.name, profile, **common)
+    quick = args.quick and not args.examples  # --quick's share of each scenario's examples, unless told
+    tasks = [Task(sc.name, profile, **{**common, "examples": sc.quick_examples() if quick else args.examples})
              for sc in chosen for profile in (sc.quick_profiles() if args.quick else sc.profiles)
              if args.profile in (None, profile)]
     if not tasks:
         raise ValueError(f"no scenario runs on profile {args.profile!r}; `simfs list` shows each one's profiles")
     return tasks, note
+
+
+def _shrink_time(args: argparse.Namespace) -> float:
+    """--shrink-time, else a search on its own's budget for named scenarios or a job, a sweep's
+    for a run of the library or of a family."""
+    if args.shrink_time is not None:
+        return float(args.shrink_time)
+    return SHRINK_TIME if args.names else SWEEP_SHRINK_TIME
 
 
 def _installed(chosen: list[Scenario], *, asked: bool) -> tuple[list[Scenario], str]:

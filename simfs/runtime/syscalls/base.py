@@ -79,14 +79,12 @@ class SyscallsBase:
 
     def _null(self, fd: Any) -> NullFile | None:
         """The open /dev/null ``fd`` names, if it names one."""
-        of = self.proc.fds.get(fd if isinstance(fd, int) else fd.fileno())
-        return of if type(of) is NullFile else None
+        of = self.proc.fds.get(_number(fd))
+        return of if isinstance(of, NullFile) else None
 
     def _described(self, fd: Any) -> OpenFile | NullFile:
         """What ``fd`` names, an OpenFile or a NullFile; EBADF where it names nothing."""
-        if not isinstance(fd, int):
-            fd = fd.fileno()
-        of: OpenFile | NullFile | None = self.proc.fds.get(fd)
+        of: OpenFile | NullFile | None = self.proc.fds.get(_number(fd))
         if of is None:
             raise OSError(errno.EBADF, os.strerror(errno.EBADF))
         return of
@@ -135,3 +133,8 @@ class SyscallsBase:
                   int(mtime * 1e9), int(mtime * 1e9), int(ctime * 1e9),
                   4096, (size + 511) // 512, 0]
         return os.stat_result(fields[:os.stat_result.n_fields])
+
+
+def _number(fd: Any) -> int:
+    """A descriptor's number, from it or from a file object holding it."""
+    return fd if isinstance(fd, int) else int(fd.fileno())

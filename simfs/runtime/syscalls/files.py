@@ -170,9 +170,7 @@ class FileCalls(SyscallsBase):
             return _real.read(fd, n)
         if n < 0:
             raise ValueError("negative read length")
-        null = self._null(fd)
-        if null is not None:
-            self._null_io(null, False)
+        if self._null_io(fd, write=False):
             return b""
         of = self._fd(fd)
 
@@ -185,9 +183,7 @@ class FileCalls(SyscallsBase):
         return self._op("read", of.path, None, work)
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
-        null = self._null(fd)
-        if null is not None:
-            self._null_io(null, False)
+        if self._null_io(fd, write=False):
             return b""
         of = self._fd(fd)
 
@@ -200,27 +196,24 @@ class FileCalls(SyscallsBase):
     def write(self, fd: int, data: Any) -> int:
         if fd < FD_BASE:
             return _real.write(fd, data)
-        null = self._null(fd)
-        if null is not None:
-            self._null_io(null, True)
+        if self._null_io(fd, write=True):
             return len(frozen(data))
         of = self._fd(fd)
         return self._op("write", of.path, None, lambda: self._write(of, frozen(data), None))
 
     def pwrite(self, fd: int, data: Any, offset: int) -> int:
-        null = self._null(fd)
-        if null is not None:
-            self._null_io(null, True)
+        if self._null_io(fd, write=True):
             return len(frozen(data))
         of = self._fd(fd)
         return self._op("write", of.path, None, lambda: self._write(of, frozen(data), offset))
 
-    @staticmethod
-    def _null_io(null: NullFile, write: bool) -> None:
-        """A read of /dev/null is at its end, a write takes every byte: EBADF only where the
-        open did not ask for that direction."""
-        if not (null.writable if write else null.readable):
+    def _null_io(self, fd: int, *, write: bool) -> bool:
+        """Whether ``fd`` names /dev/null, whose reads are at their end and whose writes take
+        every byte: EBADF only where the open did not ask for that direction."""
+        null = self._null(fd)
+        if null is not None and not (null.writable if write else null.readable):
             raise fs_error(errno.EBADF)
+        return null is not None
 
     def _write(self, of: OpenFile, data: bytes, offset: int | None) -> int:
         self._check_io(of, True)
