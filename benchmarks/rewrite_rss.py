@@ -4,7 +4,7 @@
 
 One rank rewrites a 16 MiB file 128 times without fsync, new content each time (as a checkpoint
 does), on every built-in profile and both carriers; each run is a fresh interpreter, and the figure
-is its peak resident memory (VmHWM: Python, simfs, torch with the process carrier, and what the
+is its peak resident memory (VmHWM: Python, simfs, what else it imported, and what the
 simulated disks hold; rank processes are not counted). ``--before TREE`` measures the same job on
 another checkout of simfs too (its directory on PYTHONPATH), for a before/after table."""
 
@@ -45,6 +45,13 @@ def peak_mb(tree: str, profile: str, carrier: str, rewrites: int = 128) -> float
     return float(done.stdout.split()[-1])
 
 
+def commit_of(tree: str) -> str:
+    """The commit checked out at ``tree``, short ('?' where git cannot tell)."""
+    done = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=False)
+    return done.stdout.strip() or "?"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -69,12 +76,13 @@ def main() -> None:
             print(" | ".join(rows[-1]), flush=True)
     headers = ["profile", "carrier", *(["before (MB)"] if args.before else []), "peak RSS (MB)", "empty run (MB)",
                "target", "met"]
-    before_note = (f" Before: the same job on the simfs at `{args.before}` (the commit before the flusher: "
-                   "every unsynced version of the file kept as a crash state)." if args.before else "")
+    before_note = (f" Before: the same job on the simfs at `{args.before}` ({commit_of(args.before)})."
+                   if args.before else "")
     markdown = (f"## writeback: peak memory of a rewrite\n\nMedians of {args.repeats} runs. One rank rewrites a "
                 "16 MiB file 128 times without fsync, new content each time; peak resident memory of the run's "
-                "process (Python, simfs, torch with the process carrier, the simulated disks; rank processes "
-                f"not counted).{before_note} Empty run: the same process running a job that writes nothing "
+                "process (Python, simfs, the simulated disks, and whatever else the process imported: the job "
+                f"imports no torch; rank processes not counted).{before_note} Empty run: the same process running "
+                "a job that writes nothing "
                 "(on nfs), what the carrier costs before any data.\n\n" + table(headers, rows))
     print(markdown)
     command = "python benchmarks/rewrite_rss.py" + (f" --repeats {args.repeats}" if args.repeats != 3 else "") + (

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import faulthandler
 import os
-import random
 import resource
 import signal
 import sys
@@ -20,7 +19,6 @@ from typing import Any, NoReturn
 from greenlet import getcurrent
 
 from .. import _real, plaindata
-from ..choices import derive_seed
 from ..confinement import confine, descriptors, kernel, prepared_descriptors
 from ..confinement.confine import WRITES
 from ..port import framing as wire
@@ -29,11 +27,11 @@ from ..report import format_exception, user_frame, where_raised
 from ..tasks import showing
 from ..tasks.process import Process
 from ..tasks.task import TASKS, Task
+from . import libsetup
 from .client import NATIVE, MachineClient, SchedulerClient, SyscallsClient
 from .dist import WorldClient
 from .intercept import audit
 from .nativecalls import NativeCalls
-from .nocuda import refuse_cuda
 from .outbox import Outbox
 
 STACKS_SIGNAL = signal.SIGUSR2  # the host asks a stuck rank for its threads' stacks with it
@@ -159,9 +157,8 @@ def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, star
             audit.trust_the_kernel()
         link = Link(fd, proc)
         link.add_thread(spec.tid)
-        _reseed(proc)
+        libsetup.start(proc)
         showing.start_fresh()  # not the hooks of the host it was forked from (pytest's recorder)
-        refuse_cuda()
         _become(link, proc, spec, outbox)
         wire.send(fd, schema.encode(schema.Hello(confinement.landlock_abi, dict(confinement.confined),
                                                  dict(confinement.unconfined))))
@@ -183,11 +180,7 @@ def _main_thread(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     """The job, then what a process does when its main thread is done: wait for its non-daemon
     threads that still make progress, and run its atexit handlers."""
     try:
-        if proc.dist.native and "torch.distributed" in sys.modules:
-            from .c10d.install import install
-
-            world = proc.dist
-            install(world, proc.rank, proc.world_size, proc.hostname, world.initialized.value, world.world.timeout)
+        libsetup.install_c10d(proc)
         return job(*args, **kwargs)
     except SystemExit as exc:
         if exc.code not in (0, None):
@@ -273,21 +266,3 @@ def _become(link: Link, proc: Process, start: schema.RankSpec, outbox: Outbox) -
     glet = getcurrent()
     task.glet = glet
     TASKS[glet] = task
-
-
-def _reseed(proc: Process) -> None:
-    """The global generators a new process seeds from the OS (Python's, numpy's, torch's default
-    one), seeded from the run's seed instead so that a run stays a function of it. torch is
-    imported before the fork (ProcessCarrier.start): seeded here, not at a later import."""
-    run_seed, run, rank = proc.seed_parts
-    seed = derive_seed(run_seed, "process", run, rank)
-    random.seed(seed)
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        numpy.random.seed(seed % 2**32)
-    torch = sys.modules.get("torch")
-    if torch is not None:  # the CPU generator alone: torch.manual_seed also imports every device backend (~35 ms)
-        torch.default_generator.manual_seed(derive_seed(run_seed, "torch", run, rank))
-        # one intra-op thread, as torchrun's OMP_NUM_THREADS=1 gives a worker: the host's OpenMP
-        # pool does not survive the fork, and a parallel torch op would wait for it forever
-        torch.set_num_threads(1)

@@ -160,9 +160,13 @@ class ProcessCarrier:
 
     # -- serving a rank ----------------------------------------------------------------------------
     def _serve(self, rank: RankProcess) -> Any:
-        """The body of a proxy task: the main thread of a rank process, or a thread it started."""
+        """The body of a proxy task: the main thread of a rank process, or a thread it started.
+        Rank code never runs in it, so every call it makes is the host's own, on the real machine
+        (an import of numpy or torch to load a rank's tensors): it serves the rank's system calls
+        on the simulated machine directly (requests.py), never through the interception."""
         task = self.sched.current
         assert task is not None  # a proxy runs as a task
+        task.host_calls += 1
         answer: tuple[str, Any] = ("ok", None)  # the first turn
         if not self.outboxes.sealed:  # every rank is forked: before any runs
             self._greet_everyone()

@@ -17,29 +17,41 @@ from ...checks import installed
 from ...confinement.confine import confined_here
 from ...confinement.confine import prepare as prepare_confinement
 
-# numpy.random: numpy imports it on first use (~17 ms); torch._dynamo: DDP, FSDP2, DTensor and
-# torch.compile import it (about 1.5 s and 800 modules, sympy's among them), which rank processes
-# would otherwise each pay one after another
-PRELOADED = ("numpy", "numpy.random", "torch", "torch._dynamo")
+# what rank processes also start with where the caller imported the library itself (its root
+# here): numpy imports numpy.random on first use (~17 ms); DDP, FSDP2, DTensor and torch.compile
+# import torch._dynamo (about 1.5 s and 800 modules, sympy's among them), which rank processes would
+# otherwise each pay one after another. A caller that never imported torch pays none of its memory
+# (~250 MB of the host's): its ranks import what they use themselves (rank/afterimport.py), or it
+# names torch in Cluster's preload.
+WITH = {"numpy": ("numpy", "numpy.random"), "torch": ("torch", "torch._dynamo")}
 # torch/_inductor/runtime/cache_dir_utils.py: importing torch._dynamo sets it and makes the directory
 CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
 
 
 def preload(extra: tuple[str, ...] = ()) -> None:
-    """Import numpy and torch (when installed) and the cluster's ``extra`` modules (Cluster's
-    ``preload``), and make what rank processes need prepared once (c10d's, the kernel's confinement
-    ruleset); their global generators are seeded from the run's seed in each rank (rank/main.py),
-    not at a later import."""
-    for name in (*PRELOADED, *extra):
-        if name in sys.modules:
-            continue  # imported already, or blocked (sys.modules[name] = None)
-        with kept():
-            if confined_here():  # it may make no directory: torch._dynamo's cache names one that exists
-                os.environ.setdefault(CACHE_DIR, "/")
-            if installed(name):
-                importlib.import_module(name)
+    """Import the cluster's ``extra`` modules (Cluster's ``preload``) and, where the caller or
+    they imported numpy or torch, what comes WITH it; then make what rank processes need
+    prepared once (c10d's, the kernel's confinement ruleset). The ranks' global generators are
+    seeded from the run's seed in each rank (rank/main.py, or at the rank's own import:
+    rank/afterimport.py)."""
+    for name in extra:
+        _import(name)
+    for root, group in WITH.items():
+        if sys.modules.get(root) is not None:  # (transformers, for one, imports torch)
+            for name in group:
+                _import(name)
     prepare_c10d()
     prepare_confinement()
+
+
+def _import(name: str) -> None:
+    if name in sys.modules:
+        return  # imported already, or blocked (sys.modules[name] = None)
+    with kept():
+        if confined_here():  # it may make no directory: torch._dynamo's cache names one that exists
+            os.environ.setdefault(CACHE_DIR, "/")
+        if installed(name):
+            importlib.import_module(name)
 
 
 def prepare_c10d() -> None:
