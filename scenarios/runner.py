@@ -226,13 +226,15 @@ def run_task(task: Task) -> ScenarioOutcome:
 
 def _ready_for(task: Task) -> None:
     """What every search's forked child starts with, made here once: the library (and torch), what
-    rank processes start with (torch._dynamo...), Hypothesis's constants, the interception."""
+    rank processes start with (torch._dynamo...), Hypothesis's constants, the interception. A job's
+    module is imported only in its search's confined child, so torch, which training jobs import,
+    is imported here for its rank processes."""
     from .registry import load_library
 
     if not task.is_job:
         load_library()
     if task.budget()[1] == "process":
-        preload()
+        preload(("torch",) if task.is_job else ())
     _read_local_constants()
     hostrun.ready_to_fork()
 
