@@ -67,9 +67,10 @@ class Cluster:
     replaces torch.distributed's Python functions with simfs's stand-ins. ``rank_memory``: bytes of
     private memory each rank process may take (RLIMIT_DATA: heap and anonymous mappings); a rank
     that runs out ends with ``simfs.RankOutOfMemory``. None: no limit but the machine's. ``preload``:
-    modules every rank process starts with (``("transformers",)``), imported once in the process that
-    forks them, as numpy and torch always are, instead of by each rank of each run; their import-time
-    code then runs there, outside the simulation (what it reads of the machine is the host's).
+    modules every rank process starts with (``("transformers",)``, ``("torch",)``), imported once in
+    the process that forks them instead of by each rank of each run, as numpy and torch are where the
+    caller imported them; their import-time code then runs there, outside the simulation (what it
+    reads of the machine is the host's).
     """
 
     def __init__(self, nodes: int = 1, ranks_per_node: int = 1, profile: str | Profile = "nfs", seed: int = 0,
