@@ -83,3 +83,29 @@ def test_a_host_that_never_imported_torch_forks_ranks_without_it(preload: list[s
     assert done.returncode == 0, done.stderr[-3000:]
     expected = "[] []" if not preload else "['numpy', 'torch'] ['numpy', 'torch']"
     assert done.stdout.strip() == expected
+
+
+_LEARNS = """
+import simfs
+
+def job():
+    import sys
+    forked_with_it = "torch" in sys.modules
+    import torch  # noqa: F401
+    return forked_with_it
+
+cluster = simfs.Cluster(nodes=1, ranks_per_node=2, carrier="process", isolate=False)
+with simfs.zygote_kept(job):  # a search's runs
+    kept = [cluster.run(job).returns[0] for _ in range(3)]
+alone = simfs.Cluster(nodes=1, ranks_per_node=1, carrier="process").run(job).returns[0]
+print(kept, alone)
+"""
+
+
+def test_once_ranks_imported_torch_themselves_later_runs_preload_it() -> None:
+    """A caller that imports torch only inside its job: its first run's ranks import it each, and
+    say so; later runs, a search's kept zygote included, fork their ranks with it (else every rank
+    of every example paid ~2.5 s)."""
+    done = subprocess.run([sys.executable, "-c", _LEARNS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[False, True, True] True"

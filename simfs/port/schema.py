@@ -16,6 +16,7 @@ from .. import plaindata
 
 Name = Annotated[str, msgspec.Meta(max_length=256)]  # an operation, a group, a type's name, a "file:line in fn"
 Text = Annotated[str, msgspec.Meta(max_length=1 << 20)]  # a path, an error's message, a traceback
+Library = Literal["numpy", "torch"]  # what rank processes are forked with where the host has it (preload.WITH)
 MAX_TEXT = 1 << 20
 Seconds = float | None  # a timeout in virtual seconds (None: none)
 
@@ -142,6 +143,13 @@ class BusyThreads(Request, frozen=True):
 
 class Progress(Request, frozen=True):
     """Nothing to do: a sign of progress for the watchdog (a long import reads the real disk)."""
+
+
+class Imported(Request, frozen=True):
+    """The asking rank imported this library itself (its process was forked without it): the host
+    preloads it for its later runs (runtime/carrier/preload.py)."""
+
+    library: Library
 
 
 # -- torch.distributed: the simulated world's groups and collectives ---------------------------------
@@ -324,8 +332,8 @@ class Native(_Reply, frozen=True):
 
 
 AnyRequest = (SystemCall | CheckDescriptor | Elapse | Block | NotifyAll | Note | Warned | Alive | Signal | Disposition
-              | Exit | Spawn | BusyThreads | Progress | DistInit | DistDestroy | DistNewGroup | DistGroup | Collective
-              | StoreShared | StoreListen | StoreConnect | StoreClients | StoreOp)
+              | Exit | Spawn | BusyThreads | Progress | Imported | DistInit | DistDestroy | DistNewGroup | DistGroup
+              | Collective | StoreShared | StoreListen | StoreConnect | StoreClients | StoreOp)
 REQUESTS: tuple[type[Request], ...] = AnyRequest.__args__
 FromRank = Hello | Call | Done | Raised | Unsendable
 ToRank = Answer | Failed | Native

@@ -135,6 +135,10 @@ class MachineClient:
         """A warning the rank showed: the host keeps it with the rank's output (the channel's rank)."""
         self._ask(schema.Warned(category[:256], schema.text(message), schema.text(filename), lineno))
 
+    def imported(self, library: schema.Library) -> None:
+        """The rank imported ``library`` itself: the host preloads it for its later runs."""
+        self._ask(schema.Imported(library))
+
     def process_on(self, node: int, pid: int) -> int | None:
         """The pid when that process of the node is alive (the host's Process stays there)."""
         alive: bool = self._ask(schema.Alive(pid))

@@ -3,7 +3,7 @@
 intra-op thread, CUDA refused (nocuda.py) and c10d on the simulation (c10d/install.py). Done at
 the rank's start for what it was forked with (the host imports them before the fork only where the
 caller uses them: runtime/carrier/preload.py), and the moment the rank's own import of one
-finishes otherwise."""
+finishes otherwise; the host then preloads it for its later runs."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def start(proc: Process) -> None:
     if sys.modules.get("numpy.random") is not None:
         _numpy(proc)
     else:
-        after_import("numpy.random", functools.partial(_numpy, proc))
+        after_import("numpy.random", functools.partial(_numpy_imported, proc))
     if sys.modules.get("torch") is not None:
         _torch(proc)
     else:
@@ -41,6 +41,11 @@ def install_c10d(proc: Process) -> None:
 
         world = proc.dist
         install(world, proc.rank, proc.world_size, proc.hostname, world.initialized.value, world.world.timeout)
+
+
+def _numpy_imported(proc: Process) -> None:
+    _numpy(proc)
+    proc.sys.machine.imported("numpy")
 
 
 def _numpy(proc: Process) -> None:
@@ -62,3 +67,4 @@ def _torch(proc: Process) -> None:
 def _torch_imported(proc: Process) -> None:
     _torch(proc)
     install_c10d(proc)
+    proc.sys.machine.imported("torch")

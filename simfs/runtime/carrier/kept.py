@@ -2,8 +2,9 @@
 for a series of runs of known jobs (``zygote_kept``: a search's examples, each a run of the job
 and one of the restarted job). A kept zygote is forked at the series' first run, from the thread
 that opened the series (it dies with that thread, PR_SET_PDEATHSIG), and forked again when it
-ended or when the Landlock ruleset its ranks confine themselves with changed (modules imported from
-a new place); the series' end closes it and the ruleset, so the host is then as it was."""
+ended, when the Landlock ruleset its ranks confine themselves with changed (modules imported from
+a new place), or when the host preloaded more since (torch, after the first run's ranks imported
+it themselves: preload.py); the series' end closes it and the ruleset, so the host is then as it was."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ...confinement.confine import prepared_key
 from ...confinement.confine import release as release_confinement
 from ...rank import main as rank_side
 from .outbox import rank_outbox
+from .preload import imports
 from .zygote import Launch, Launched, Zygote
 
 Job = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]  # a job and its arguments
@@ -31,14 +33,16 @@ class _Series:
         self.jobs = jobs
         self.zygote: Zygote | None = None
         self.ruleset: object = None  # confine.prepared_key() when it was forked
+        self.preloaded = -1  # preload.imports() when it was forked
 
     def zygote_for(self, job: Callable[..., Any]) -> tuple[Zygote, int] | None:
         index = next((i for i, (known, _, _) in enumerate(self.jobs) if known is job), None)
         if index is None:
             return None
-        if self.zygote is None or self.ruleset != prepared_key() or not self.zygote.alive():
+        if self.zygote is None or self.ruleset != prepared_key() or self.preloaded != imports() or \
+                not self.zygote.alive():
             self.close()
-            self.zygote, self.ruleset = fork(self.jobs), prepared_key()
+            self.zygote, self.ruleset, self.preloaded = fork(self.jobs), prepared_key(), imports()
         return self.zygote, index
 
     def close(self) -> None:

@@ -21,23 +21,25 @@ from ...confinement.confine import prepare as prepare_confinement
 # here): numpy imports numpy.random on first use (~17 ms); DDP, FSDP2, DTensor and torch.compile
 # import torch._dynamo (about 1.5 s and 800 modules, sympy's among them), which rank processes would
 # otherwise each pay one after another. A caller that never imported torch pays none of its memory
-# (~250 MB of the host's): its ranks import what they use themselves (rank/afterimport.py), or it
-# names torch in Cluster's preload.
+# (~250 MB of the host's): its ranks import what they use themselves (rank/libsetup.py), and once
+# they did, its later runs preload it (ranks_imported), as does Cluster's preload naming it.
 WITH = {"numpy": ("numpy", "numpy.random"), "torch": ("torch", "torch._dynamo")}
+_ranks_imported: set[str] = set()  # the libraries of WITH that rank processes of this process imported
+_imports = [0]  # modules preload() imported in this process: a zygote forked before lacks them
 # torch/_inductor/runtime/cache_dir_utils.py: importing torch._dynamo sets it and makes the directory
 CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
 
 
 def preload(extra: tuple[str, ...] = ()) -> None:
     """Import the cluster's ``extra`` modules (Cluster's ``preload``) and, where the caller or
-    they imported numpy or torch, what comes WITH it; then make what rank processes need
-    prepared once (c10d's, the kernel's confinement ruleset). The ranks' global generators are
-    seeded from the run's seed in each rank (rank/main.py, or at the rank's own import:
-    rank/afterimport.py)."""
+    they imported numpy or torch, or an earlier run's ranks did, what comes WITH it; then make what
+    rank processes need prepared once (c10d's, the kernel's confinement ruleset). The ranks' global
+    generators are seeded from the run's seed in each rank, at its start or at its own import
+    (rank/libsetup.py)."""
     for name in extra:
         _import(name)
     for root, group in WITH.items():
-        if sys.modules.get(root) is not None:  # (transformers, for one, imports torch)
+        if sys.modules.get(root) is not None or root in _ranks_imported:  # (transformers imports torch)
             for name in group:
                 _import(name)
     prepare_c10d()
@@ -52,6 +54,21 @@ def _import(name: str) -> None:
             os.environ.setdefault(CACHE_DIR, "/")
         if installed(name):
             importlib.import_module(name)
+            _imports[0] += 1
+
+
+def ranks_imported(library: str) -> None:
+    """A rank process of this process's run imported ``library`` (a root of WITH) itself: every
+    later run preloads it. A search's runs would otherwise each import it in every rank (torch and
+    torch._dynamo: ~2.5 s a rank on 2 cores), where the caller imports it only inside its job."""
+    if library not in WITH:
+        raise ValueError(f"{library!r} is not a library rank processes are forked with ({', '.join(WITH)})")
+    _ranks_imported.add(library)
+
+
+def imports() -> int:
+    """How many modules preload() imported in this process so far."""
+    return _imports[0]
 
 
 def prepare_c10d() -> None:

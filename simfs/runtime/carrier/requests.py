@@ -15,6 +15,7 @@ from ...port import schema
 from ...tasks.dirent import ScandirIterator
 from ...tasks.waitqueue import WaitQueue
 from .handle import Forward, RankProcess
+from .preload import ranks_imported
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -37,7 +38,7 @@ class ProcessRequests:
             schema.Block: self.block, schema.NotifyAll: self.notify_all, schema.Note: self.note,
             schema.Warned: self.warned, schema.Alive: self.alive, schema.Signal: self.signal,
             schema.Disposition: self.disposition, schema.Exit: self.exit, schema.Spawn: self.spawn,
-            schema.BusyThreads: self.busy_threads, schema.Progress: self.progress,
+            schema.BusyThreads: self.busy_threads, schema.Progress: self.progress, schema.Imported: self.imported,
         }
 
     def sys(self, rank: RankProcess, call: schema.SystemCall) -> Any:
@@ -54,6 +55,10 @@ class ProcessRequests:
     def progress(self, rank: RankProcess, request: schema.Progress) -> None:
         """Nothing to do: the rank's import system read the real disk (remote.IMPORT_READS), and
         the request itself is the watchdog's sign of progress."""
+
+    def imported(self, rank: RankProcess, request: schema.Imported) -> None:
+        """The rank imported a library its process was forked without: later runs preload it."""
+        ranks_imported(request.library)
 
     def check_fd(self, rank: RankProcess, request: schema.CheckDescriptor) -> None:
         rank.proc.sys._fd(request.fd)
