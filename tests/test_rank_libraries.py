@@ -41,11 +41,15 @@ print(json.dumps([{{str(k): v for k, v in result.returns.items()}}, "torch" in s
 """
 
 
-def _host(preimported: bool) -> tuple[dict[str, list[Any]], bool]:
-    done = subprocess.run([sys.executable, "-c", _HOST.format(preimported=preimported)], capture_output=True,
-                          text=True, timeout=300)
+def _fresh(script: str) -> str:
+    """What ``script`` prints, run in a fresh interpreter (which must succeed)."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    returns, host_has_torch = json.loads(done.stdout.splitlines()[-1])
+    return done.stdout
+
+
+def _host(preimported: bool) -> tuple[dict[str, list[Any]], bool]:
+    returns, host_has_torch = json.loads(_fresh(_HOST.format(preimported=preimported)).splitlines()[-1])
     return returns, bool(host_has_torch)
 
 
@@ -79,10 +83,8 @@ def test_a_host_that_never_imported_torch_forks_ranks_without_it(preload: list[s
     """torch and torch._dynamo took ~250 MB of every process run's host before; Cluster's preload
     still gives the ranks torch before their fork."""
     script = _PLAIN.replace('carrier="process"', f'carrier="process", preload={preload!r}')
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
     expected = "[] []" if not preload else "['numpy', 'torch'] ['numpy', 'torch']"
-    assert done.stdout.strip() == expected
+    assert _fresh(script).strip() == expected
 
 
 _LEARNS = """
@@ -106,6 +108,4 @@ def test_once_ranks_imported_torch_themselves_later_runs_preload_it() -> None:
     """A caller that imports torch only inside its job: its first run's ranks import it each, and
     say so; later runs, a search's kept zygote included, fork their ranks with it (else every rank
     of every example paid ~2.5 s)."""
-    done = subprocess.run([sys.executable, "-c", _LEARNS], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "[False, True, True] True"
+    assert _fresh(_LEARNS).strip() == "[False, True, True] True"

@@ -21,8 +21,7 @@ def start(proc: Process) -> None:
     """At the rank's start, before any rank code and before its first turn: Python's generator
     seeded, numpy's and torch's now if the process has them, once imported otherwise (c10d then
     too; for a torch it has now, ``install_c10d`` runs at its first turn)."""
-    run_seed, run, rank = proc.seed_parts
-    random.seed(derive_seed(run_seed, "process", run, rank))
+    random.seed(_seed(proc, "process"))
     if sys.modules.get("numpy.random") is not None:
         _numpy(proc)
     else:
@@ -48,16 +47,20 @@ def _numpy_imported(proc: Process) -> None:
     proc.sys.machine.imported("numpy")
 
 
-def _numpy(proc: Process) -> None:
+def _seed(proc: Process, generator: str) -> int:
+    """The seed of the rank's ``generator`` in this run, from the run's seed."""
     run_seed, run, rank = proc.seed_parts
-    sys.modules["numpy.random"].seed(derive_seed(run_seed, "process", run, rank) % 2**32)
+    return derive_seed(run_seed, generator, run, rank)
+
+
+def _numpy(proc: Process) -> None:
+    sys.modules["numpy.random"].seed(_seed(proc, "process") % 2**32)
 
 
 def _torch(proc: Process) -> None:
     torch = sys.modules["torch"]
-    run_seed, run, rank = proc.seed_parts
     # the CPU generator alone: torch.manual_seed also imports every device backend (~35 ms)
-    torch.default_generator.manual_seed(derive_seed(run_seed, "torch", run, rank))
+    torch.default_generator.manual_seed(_seed(proc, "torch"))
     # one intra-op thread, as torchrun's OMP_NUM_THREADS=1 gives a worker: the host's OpenMP pool
     # does not survive the fork, and a parallel torch op would wait for it forever
     torch.set_num_threads(1)
