@@ -19,7 +19,7 @@ from simfs.carriers import CARRIERS
 from simfs.fs import persistence
 from simfs.visible import visible
 
-from .budgets import SHRINK_TIME, SWEEP_SHRINK_TIME
+from .budgets import EXPECTED_FAILURE_SHRINK_TIME, SHRINK_TIME, SWEEP_SHRINK_TIME
 from .exitcodes import EXIT_INTERRUPTED, EXIT_STALLED, EXIT_UNEXPECTED, EXIT_USAGE
 from .mix import fault_kinds
 from .outcome import SCHEMA, Report, ScenarioOutcome
@@ -103,7 +103,8 @@ def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
     if args.quick and args.profile:
         raise ValueError("--quick picks each scenario's profiles; give --quick or --profile, not both")
     quick = args.quick and not args.examples  # --quick's share of each scenario's examples, unless told
-    tasks = [Task(sc.name, profile, **{**common, "examples": sc.quick_examples() if quick else args.examples})
+    tasks = [Task(sc.name, profile, **{**common, "examples": sc.quick_examples() if quick else args.examples,
+                                       "shrink_time": _shrink_time(args, sc.expect.get(profile))})
              for sc in chosen for profile in (sc.quick_profiles() if args.quick else sc.profiles)
              if args.profile in (None, profile)]
     if not tasks:
@@ -111,12 +112,15 @@ def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
     return tasks, note
 
 
-def _shrink_time(args: argparse.Namespace) -> float:
+def _shrink_time(args: argparse.Namespace, expected: str | None = None) -> float:
     """--shrink-time, else a search on its own's budget for named scenarios or a job, a sweep's
-    for a run of the library or of a family."""
+    for a run of the library or of a family (shorter where the scenario expects the profile to
+    fail: budgets.py)."""
     if args.shrink_time is not None:
         return float(args.shrink_time)
-    return SHRINK_TIME if args.names else SWEEP_SHRINK_TIME
+    if args.names:
+        return SHRINK_TIME
+    return EXPECTED_FAILURE_SHRINK_TIME if expected == "fail" else SWEEP_SHRINK_TIME
 
 
 def _installed(chosen: list[Scenario], *, asked: bool) -> tuple[list[Scenario], str]:
@@ -334,7 +338,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--shrink-time", type=_shrink_seconds, metavar="SECONDS",
                      help=f"wall seconds each failing search may spend shrinking its counterexample (0: none; "
                           f"default {SHRINK_TIME:g} for named scenarios or a job, {SWEEP_SHRINK_TIME:g} for each "
-                          f"search of a run of the library or of a family)")
+                          f"search of a run of the library or of a family, {EXPECTED_FAILURE_SHRINK_TIME:g} where "
+                          f"that scenario expects the profile to fail)")
     run.add_argument("--steer", action="store_true",
                      help="steer each search towards examples that reach rarer events (Hypothesis's target phase; "
                           "off by default: reports/BENCHMARKS.md measures it)")

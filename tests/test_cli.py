@@ -267,17 +267,28 @@ def test_quick_searches_a_third_of_each_scenarios_examples() -> None:
     assert [task.examples for task in asked] == [7] * len(asked)
 
 
-@pytest.mark.parametrize("argv, seconds", [(["run"], 3.0), (["run", "--family", "stacks"], 3.0),
-                                           (["run", "--quick"], 3.0), (["run", "makedirs-once"], 10.0),
+@pytest.mark.parametrize("argv, seconds", [(["run", "makedirs-once"], 10.0),
                                            (["run", "--shrink-time", "25"], 25.0),
                                            (["run", "tests._explore_jobs:rank0_makedirs"], 10.0)])
-def test_a_search_of_a_sweep_shrinks_for_less_than_one_asked_for_by_name(argv: list[str], seconds: float) -> None:
-    """Each of a sweep's searches may shrink for 3 s (the main job shrinks every expected failure),
-    a search of scenarios named or of a job for 10 s; --shrink-time sets both."""
+def test_a_search_asked_for_by_name_shrinks_for_as_long_as_told(argv: list[str], seconds: float) -> None:
+    """A search of scenarios named or of a job shrinks for 10 s; --shrink-time sets every search's."""
     from scenarios.cli import _tasks, parser
 
     tasks, _ = _tasks(parser().parse_args(argv))
     assert tasks and {task.shrink_time for task in tasks} == {seconds}
+
+
+@pytest.mark.parametrize("argv", [["run"], ["run", "--family", "stacks"], ["run", "--quick"]])
+def test_a_sweep_shrinks_an_expected_failure_for_less_than_a_surprise(argv: list[str]) -> None:
+    """Each of a sweep's searches may shrink for 3 s where its scenario expects the profile to pass
+    (a failure there is a regression) and for 1 s where it expects a failure (the verdict is what
+    the sweep reports; the main job would otherwise shrink every known bug for 3 s)."""
+    from scenarios.cli import _tasks, parser
+    from scenarios.registry import get
+
+    tasks, _ = _tasks(parser().parse_args(argv))
+    budgets = {(get(task.scenario).expect[task.profile], task.shrink_time) for task in tasks}
+    assert budgets == {("pass", 3.0), ("fail", 1.0)}
 
 
 @pytest.mark.parametrize("flags, steered", [((), False), (("--steer",), True)])
