@@ -543,6 +543,54 @@ def test_a_rank_installs_c10d_with_where_its_names_are_found_before_its_fork() -
     assert done.stdout.split() == ["True", "[0,", "0]", "True"], done.stdout
 
 
+def test_a_rank_finds_what_every_rank_installs_of_c10d_made_in_its_zygote() -> None:
+    """torch.distributed's own functions back, the functional collectives' kernels, the "simfs"
+    backend and the replaced names are alike in every rank whose world is torch's: the zygote
+    makes them once before its forks (each rank spent ~2 ms and ~500 copied pages on them), and
+    each rank's collectives still meet; a run of simfs's own torch.distributed keeps its zygote's
+    stand-ins."""
+    done = subprocess.run([sys.executable, "-c", _UNINSTALLS_WHERE], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True", "[(0,", "1,", "2.0),", "(0,", "1,", "2.0)]", "True", "[0,", "0]"], \
+        done.stdout
+
+
+_UNINSTALLS_WHERE = """
+import torch
+import torch.distributed as dist
+import simfs
+from simfs.confinement.confine import confined_here
+from simfs.rank.intercept import torchdist
+
+uninstalls = []  # per uninstall of simfs's torch.distributed stand-ins: whether it was in a confined rank
+real_uninstall = torchdist.uninstall
+
+
+def counted():
+    uninstalls.append(confined_here())
+    real_uninstall()
+
+
+torchdist.uninstall = counted
+
+
+def job():
+    total = torch.ones(1)
+    dist.all_reduce(total)
+    return uninstalls.count(True), len(uninstalls), float(total[0])
+
+
+def patched_job():
+    return len(uninstalls)
+
+
+native = simfs.Cluster(nodes=1, ranks_per_node=2).run(job)
+print(native.ok, sorted(native.returns.values()))
+patched = simfs.Cluster(nodes=1, ranks_per_node=2, torch_distributed="patched").run(patched_job)
+print(patched.ok, sorted(patched.returns.values()))
+"""
+
+
 def _logs_a_warning() -> bool:
     import logging
 

@@ -32,6 +32,15 @@ def start(proc: Process) -> None:
         after_import("torch", functools.partial(_torch_imported, proc))
 
 
+def prepare_c10d(native: bool) -> None:
+    """In the zygote of ranks whose world is torch's (``native``) and that start with
+    torch.distributed: what install_c10d makes alike in every rank, made once before the forks."""
+    if native and "torch.distributed" in sys.modules:
+        from .c10d.install import prepare_process
+
+        prepare_process()
+
+
 def install_c10d(proc: Process) -> None:
     """torch.distributed on the simulation, where the cluster's world is torch's (it asks the
     host: the rank has the turn)."""

@@ -30,38 +30,64 @@ WORLD_STORE = "simfs/world"  # the store of the default group simfs makes before
 
 
 class _Rank:
-    """What this process's c10d needs to know of its rank."""
+    """What this process's c10d needs to know of its rank, told when the rank installs c10d (what
+    every rank installs alike may be made before, in the zygote: ``prepare_process``)."""
 
-    def __init__(self, host: Host, rank: int, world_size: int, timeout: float) -> None:
-        self.host = host
-        self.rank = rank
-        self.world_size = world_size
-        self.timeout = timedelta(seconds=timeout)  # the cluster's collective_timeout
+    def __init__(self) -> None:
+        self._host: Host | None = None
+        self.rank = 0
+        self.world_size = 1
+        self.hostname = ""
+        self.timeout = timedelta(0)  # the cluster's collective_timeout
         self.premade = False  # the default group is simfs's, made before the job ran
+
+    @property
+    def host(self) -> Host:
+        assert self._host is not None, "c10d used in a process before its rank installed it"
+        return self._host
+
+    def tell(self, host: Host, rank: int, world_size: int, hostname: str, timeout: float) -> None:
+        self._host, self.rank, self.world_size, self.hostname = host, rank, world_size, hostname
+        self.timeout = timedelta(seconds=timeout)
+
+
+_me = _Rank()  # this process's rank (a rank process is one rank)
+_made = [False]  # prepare_process() ran in this process
+
+
+def prepare_process() -> None:
+    """What every rank process installs alike: torch.distributed's own functions back, the
+    functional collectives' kernels, the "simfs" backend and the replaced names, all asking
+    ``_me``. Made in the zygote before it forks rank processes of a run whose world is torch's
+    (each rank spent ~2 ms and ~500 copied pages on it), else by the rank's ``install``."""
+    if _made[0]:
+        return
+    torchdist.uninstall()
+    functional.install()
+    if SIMFS.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(SIMFS, lambda opts, _options: _create(_me, opts), extended_api=True,
+                                      devices=["cpu", "cuda"])
+    _replace({
+        (c10d, "_new_process_group_helper"): _any_backend_is_simulated(c10d._new_process_group_helper),
+        (c10d, "init_process_group"): _replacing_the_premade(_me, c10d.init_process_group),
+        (c10d, "destroy_process_group"): _telling_the_host(_me, c10d.destroy_process_group),
+        (native, "TCPStore"): tcp_store_class(lambda: (_me.host, _me.hostname)),
+        (native, "FileStore"): FileStore,
+    })
+    _made[0] = True
 
 
 def install(host: Host, rank: int, world_size: int, hostname: str, initialized: bool, timeout: float) -> None:
     """Make this rank process's torch.distributed run c10d on the simulation; a group made with
     torch's default timeout gets the cluster's ``timeout`` (its collective_timeout) instead."""
-    torchdist.uninstall()
-    functional.install()
-    me = _Rank(host, rank, world_size, timeout)
-    if SIMFS.upper() not in dist.Backend._plugins:
-        dist.Backend.register_backend(SIMFS, lambda opts, _options: _create(me, opts), extended_api=True,
-                                      devices=["cpu", "cuda"])
-    _replace({
-        (c10d, "_new_process_group_helper"): _any_backend_is_simulated(c10d._new_process_group_helper),
-        (c10d, "init_process_group"): _replacing_the_premade(me, c10d.init_process_group),
-        (c10d, "destroy_process_group"): _telling_the_host(me, c10d.destroy_process_group),
-        (native, "TCPStore"): tcp_store_class(lambda: (host, hostname)),
-        (native, "FileStore"): FileStore,
-    })
+    prepare_process()
+    _me.tell(host, rank, world_size, hostname, timeout)
     host.ask(schema.StoreShared(HOST_STORE))
     if initialized:
         host.ask(schema.StoreShared(WORLD_STORE))
         dist.init_process_group("gloo", store=HostStore(host, WORLD_STORE), rank=rank, world_size=world_size,
-                                timeout=me.timeout)
-        me.premade = True
+                                timeout=_me.timeout)
+        _me.premade = True
 
 
 def _create(me: _Rank, opts: Any) -> SimProcessGroup:

@@ -94,7 +94,7 @@ class ProcessCarrier:
                               f"than the {MAX_START:,} a rank process starts from; its environment is "
                               f"{size:,} bytes (os.environ and Cluster(env=...)): make it smaller")
         if self._zygote is None:
-            self._zygote, self._job, self._owns_zygote = zygote_for(job, args, kwargs)
+            self._zygote, self._job, self._owns_zygote = zygote_for(job, args, kwargs, self._world.native)
             self._zygote.outboxes(self.outboxes.readable)
         host_end, rank_end = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
         stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")

@@ -2,12 +2,15 @@
 for a series of runs of known jobs (``zygote_kept``: a search's examples, each a run of the job
 and one of the restarted job). A kept zygote is forked at the series' first run, from the thread
 that opened the series (it dies with that thread, PR_SET_PDEATHSIG), and forked again when it
-ended, when the Landlock ruleset its ranks confine themselves with changed (modules imported from
-a new place), or when the host preloaded more since (torch, after the first run's ranks imported
-it themselves: preload.py); the series' end closes it and the ruleset, so the host is then as it was."""
+ended, when a run's world is torch's c10d and the zygote's is not or the other way (such a zygote
+made c10d's part that every rank installs alike: rank/libsetup.prepare_c10d), when the Landlock
+ruleset its ranks confine themselves with changed (modules imported from a new place), or when
+the host preloaded more since (torch, after the first run's ranks imported it themselves:
+preload.py); the series' end closes it and the ruleset, so the host is then as it was."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -18,6 +21,7 @@ from ...confinement import prepared_descriptors
 from ...confinement.confine import prepare as prepare_confinement
 from ...confinement.confine import prepared_key
 from ...confinement.confine import release as release_confinement
+from ...rank import libsetup
 from ...rank import main as rank_side
 from .outbox import rank_outbox
 from .preload import imports, prepare_c10d
@@ -32,17 +36,19 @@ class _Series:
     def __init__(self, jobs: tuple[Job, ...]) -> None:
         self.jobs = jobs
         self.zygote: Zygote | None = None
+        self.native = False  # its ranks run torch's c10d (rank/libsetup.prepare_c10d)
         self.ruleset: object = None  # confine.prepared_key() when it was forked
         self.preloaded = -1  # preload.imports() when it was forked
 
-    def zygote_for(self, job: Callable[..., Any]) -> tuple[Zygote, int] | None:
+    def zygote_for(self, job: Callable[..., Any], native: bool) -> tuple[Zygote, int] | None:
         index = next((i for i, (known, _, _) in enumerate(self.jobs) if known is job), None)
         if index is None:
             return None
-        if self.zygote is None or self.ruleset != prepared_key() or self.preloaded != imports() or \
-                not self.zygote.alive():
+        if self.zygote is None or self.native != native or self.ruleset != prepared_key() or \
+                self.preloaded != imports() or not self.zygote.alive():
             self.close()
-            self.zygote, self.ruleset, self.preloaded = fork(self.jobs), prepared_key(), imports()
+            self.zygote, self.native = fork(self.jobs, native), native
+            self.ruleset, self.preloaded = prepared_key(), imports()
         return self.zygote, index
 
     def close(self) -> None:
@@ -71,17 +77,19 @@ def zygote_kept(*jobs: Callable[..., Any]) -> Iterator[None]:
         release_confinement()
 
 
-def zygote_for(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Zygote, int, bool]:
-    """The zygote to fork a run's ranks from, the index of its job among the zygote's, and
-    whether the run owns it (closes it, and the ruleset, at its end)."""
+def zygote_for(job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+               native: bool) -> tuple[Zygote, int, bool]:
+    """The zygote to fork a run's ranks from (``native``: the run's world is torch's c10d), the
+    index of its job among the zygote's, and whether the run owns it (closes it, and the ruleset,
+    at its end)."""
     series: _Series | None = getattr(_local, "series", None)
-    found = series.zygote_for(job) if series is not None and not args and not kwargs else None
+    found = series.zygote_for(job, native) if series is not None and not args and not kwargs else None
     if found is not None:
         return (*found, False)
-    return fork(((job, args, kwargs),)), 0, True
+    return fork(((job, args, kwargs),), native), 0, True
 
 
-def fork(jobs: tuple[Job, ...]) -> Zygote:
+def fork(jobs: tuple[Job, ...], native: bool) -> Zygote:
     """A zygote that starts rank processes of ``jobs``; it keeps the prepared ruleset, and where
     modules hold c10d's names, both found again here for the modules imported by now: each rank
     then finds them made. Else every rank looked through every module again, whenever the host had
@@ -91,7 +99,7 @@ def fork(jobs: tuple[Job, ...]) -> Zygote:
     prepare_confinement()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    return Zygote.fork(prepared_descriptors(), _launcher(jobs))
+    return Zygote.fork(prepared_descriptors(), _launcher(jobs), functools.partial(libsetup.prepare_c10d, native))
 
 
 def _launcher(jobs: tuple[Job, ...]) -> Launch:

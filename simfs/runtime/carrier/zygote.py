@@ -83,15 +83,16 @@ class Zygote:
         self._ended: dict[int, int] = {}  # pid -> wait status, reported and not yet asked for
 
     @classmethod
-    def fork(cls, keep: tuple[int, ...], launch: Launch) -> Zygote:
-        """Fork the zygote; it keeps descriptors 0-2 and ``keep`` (the rest become /dev/null)
-        and serves until the host closes its end."""
+    def fork(cls, keep: tuple[int, ...], launch: Launch, prepare: Callable[[], None]) -> Zygote:
+        """Fork the zygote; it keeps descriptors 0-2 and ``keep`` (the rest become /dev/null),
+        makes what every rank process it forks starts with (``prepare``) and serves until the host
+        closes its end."""
         host_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the zygote process (tests see what it does)
             host_end.close()
-            _serve(zygote_end, keep, launch, parent)
+            _serve(zygote_end, keep, launch, prepare, parent)
         zygote_end.close()
         return cls(pid, host_end)
 
@@ -164,7 +165,8 @@ class Zygote:
             _real.waitpid(self.pid, 0)
 
 
-def _serve(control: socket.socket, keep: tuple[int, ...], launch: Launch, parent: int) -> NoReturn:
+def _serve(control: socket.socket, keep: tuple[int, ...], launch: Launch, prepare: Callable[[], None],
+           parent: int) -> NoReturn:
     """The zygote's life: fork a rank process for each request, report each one's end."""
     code = 0
     try:
@@ -173,6 +175,7 @@ def _serve(control: socket.socket, keep: tuple[int, ...], launch: Launch, parent
             os._exit(0)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's: it ends the ranks
         descriptors.null_all_but((0, 1, 2, control.fileno(), *keep))
+        prepare()
         zygote = os.getpid()
         children: dict[int, int] = {}  # pidfd -> pid
         outboxes: list[int] = []  # the current run's, read-only
