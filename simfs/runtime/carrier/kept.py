@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from ...confinement import prepared_descriptors
+from ...confinement import descriptors, prepared_descriptors
 from ...confinement.confine import prepare as prepare_confinement
 from ...confinement.confine import prepared_key
 from ...confinement.confine import release as release_confinement
@@ -99,7 +99,13 @@ def fork(jobs: tuple[Job, ...], native: bool) -> Zygote:
     prepare_confinement()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    return Zygote.fork(prepared_descriptors(), _launcher(jobs), functools.partial(libsetup.prepare_c10d, native))
+    return Zygote.fork(prepared_descriptors(), _launcher(jobs), functools.partial(_prepare_zygote, native))
+
+
+def _prepare_zygote(native: bool) -> None:
+    """In the zygote, before its forks: what each rank process would find alike at its start."""
+    descriptors.find_console_handlers()
+    libsetup.prepare_c10d(native)
 
 
 def _launcher(jobs: tuple[Job, ...]) -> Launch:
