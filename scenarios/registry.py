@@ -41,6 +41,7 @@ class Scenario:
     carrier: str = carriers.DEFAULT  # how its ranks are carried (scenarios.explore's carrier)
     needs: tuple[str, ...] = ()  # the libraries its job imports (a scenario of the stacks family)
     preload: tuple[str, ...] = ()  # modules its rank processes start with (simfs.Cluster's preload)
+    example_cost: int | None = None  # one example's cost against a greenlet one's (None: its carrier's)
 
     @property
     def profiles(self) -> list[str]:
@@ -87,7 +88,8 @@ def scenario(name: str | None = None, *, expect: Mapping[str, str], nodes: int =
              recover: Callable[[], Any] | None = None, check: Check | None = None, crashes: Crashes = False,
              faults: str | Iterable[str] = "default", max_examples: int = 100, family: str = "",
              tags: Iterable[str] = (), carrier: str = carriers.DEFAULT, needs: Iterable[str] = (),
-             preload: Iterable[str] = ()) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+             preload: Iterable[str] = (), example_cost: int | None = None
+             ) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     """Register the decorated rank program as a scenario (its name defaults to the function's).
 
     ``expect={"nfs": "fail", "local": "pass"}``: the profiles it runs on and the verdict a
@@ -95,7 +97,10 @@ def scenario(name: str | None = None, *, expect: Mapping[str, str], nodes: int =
     makes it fail). ``carrier``: "process" (each rank an OS process, as on a real cluster) or
     "greenlet" (faster; only for a job that keeps no per-process state: scenarios.explore).
     ``needs``: libraries the job imports (where one is missing, `simfs run` leaves the scenario out
-    and says so); ``preload``: modules its rank processes start with, imported once per search."""
+    and says so); ``preload``: modules its rank processes start with, imported once per worker of
+    `simfs run`; ``example_cost``: what one example costs against a greenlet example of simfs's own
+    library, where its job's own code costs more than its carrier's start (a trainer's), measured
+    (reports/BENCHMARKS.md): it orders `simfs run`'s searches, never limits one."""
 
     def register(job: Callable[[], Any]) -> Callable[[], Any]:
         key = name or job.__name__
@@ -113,7 +118,7 @@ def scenario(name: str | None = None, *, expect: Mapping[str, str], nodes: int =
             recover=recover, check=check, crashes=crashes,
             faults=faults if isinstance(faults, str) else tuple(faults), max_examples=max_examples,
             family=family, doc=(job.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "), tags=tuple(tags),
-            carrier=carrier, needs=tuple(needs), preload=tuple(preload))
+            carrier=carrier, needs=tuple(needs), preload=tuple(preload), example_cost=example_cost)
         return job
 
     return register

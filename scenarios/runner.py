@@ -83,9 +83,24 @@ class Task:
     def weight(self) -> int:
         """What the search should cost, relatively: its examples, seven times over when its ranks
         are processes (a rank process's start and requests cost ~7x a greenlet's: BENCHMARKS.md,
-        carriers). Only an order for the workers, never a budget."""
+        carriers), or as many times as its scenario's example_cost says. Only an order for the
+        workers, never a budget."""
         examples, carrier = self.budget()
-        return examples * (7 if carrier == "process" else 1)
+        cost = 7 if carrier == "process" else 1
+        if not self.is_job and self.carrier is None:
+            from .registry import get
+
+            cost = get(self.scenario).example_cost or cost
+        return examples * cost
+
+    def preloads(self) -> tuple[str, ...]:
+        """The modules its rank processes start with besides torch: a scenario's preload (a training
+        stack's), where its ranks are processes."""
+        if self.is_job or self.budget()[1] != "process":
+            return ()
+        from .registry import get
+
+        return get(self.scenario).preload
 
 
 def _target(spec: str) -> str:
@@ -183,13 +198,13 @@ def _search(task: Task, profile: str | simfs.Profile, held: examples_db.Entries 
         preload: tuple[str, ...] = ()
     else:
         sc = get(task.scenario)
-        job, recover, check, preload = sc.job, sc.recover, sc.check, sc.preload
+        job, recover, check, preload = sc.job, sc.recover, sc.check, task.preloads()
         family, expected = sc.family, sc.expect.get(task.profile, _PASS)
     recorded = examples_db.Recorded(held) if held is not None else None
     finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn,
                       profile=profile, faults=kinds, crashes=crashes, max_examples=examples, seed=task.seed,
                       shrink_time=task.shrink_time, steer=task.steer, carrier=carrier,
-                      preload=preload if carrier == "process" else (),
+                      preload=preload,
                       database=recorded, database_key=key,
                       isolate=False)  # (run_task already runs this in simfs.isolated's child)
     return ScenarioOutcome(
@@ -226,15 +241,15 @@ def run_task(task: Task) -> ScenarioOutcome:
 
 def _ready_for(task: Task) -> None:
     """What every search's forked child starts with, made here once: the library (and torch), what
-    rank processes start with (torch._dynamo...), Hypothesis's constants, the interception. A job's
-    module is imported only in its search's confined child, so torch, which training jobs import,
-    is imported here for its rank processes."""
+    rank processes start with (torch._dynamo, a training stack a scenario preloads...), Hypothesis's
+    constants, the interception. A job's module is imported only in its search's confined child,
+    so torch, which training jobs import, is imported here for its rank processes."""
     from .registry import load_library
 
     if not task.is_job:
         load_library()
     if task.budget()[1] == "process":
-        preload(("torch",) if task.is_job else ())
+        preload(("torch",) if task.is_job else task.preloads())
     _read_local_constants()
     hostrun.ready_to_fork()
 
@@ -250,16 +265,25 @@ def _read_local_constants() -> None:
     _get_local_constants()
 
 
+def run_order(tasks: list[Task]) -> list[int]:
+    """The indexes of ``tasks`` in the order the workers take them: the heaviest searches first
+    (Task.weight), so that no long one starts last and runs alone, and those whose rank processes
+    start with a training stack (Task.preloads) after all the others: a worker imports the stack
+    once (~2 s for transformers' Trainer, which each search's child imported again), and every
+    rank process it forks after is larger."""
+    return sorted(range(len(tasks)), key=lambda index: (bool(tasks[index].preloads()), -tasks[index].weight()))
+
+
 def run_tasks(tasks: list[Task], jobs: int) -> Iterator[tuple[int, ScenarioOutcome]]:
     """(index, outcome) of every task as it finishes; ``jobs`` worker processes (1: here), which
-    take the heaviest searches first (Task.weight) so that no long one starts last and runs alone.
-    The workers start now, before the caller starts any thread (a progress display's)."""
+    take them in run_order. The workers start now, before the caller starts any thread (a progress
+    display's)."""
+    order = run_order(tasks)
     if jobs <= 1:
-        return ((index, run_task(task)) for index, task in enumerate(tasks))
+        return ((index, run_task(tasks[index])) for index in order)
     os.environ["PYTHONHASHSEED"] = "0"  # the workers hash str as every other run does
-    heaviest_first = sorted(range(len(tasks)), key=lambda index: -tasks[index].weight())
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_workers_context(tasks))
-    futures = {pool.submit(run_task, tasks[index]): index for index in heaviest_first}
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_workers_context([tasks[index] for index in order]))
+    futures = {pool.submit(run_task, tasks[index]): index for index in order}
     return _as_finished(pool, futures)
 
 
@@ -267,7 +291,8 @@ def _workers_context(tasks: list[Task]) -> BaseContext:
     """How the workers start: forked from this process where it hashes str as they must (it
     started with PYTHONHASHSEED=0, as the simfs command makes sure) and runs no other thread, after
     it imported and prepared what each worker would (the library, torch, the interception: ~4 s a
-    worker on 2 cores); spawned, each a fresh interpreter, otherwise."""
+    worker on 2 cores: for the first of ``tasks`` on rank processes, in the order they run);
+    spawned, each a fresh interpreter, otherwise."""
     if sys.flags.hash_randomization or threading.active_count() > 1:
         return get_context("spawn")
     _ready_for(next((task for task in tasks if task.budget()[1] == "process"), tasks[0]))

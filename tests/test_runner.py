@@ -4,6 +4,7 @@ processes or on the shard split."""
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
 import subprocess
@@ -12,9 +13,10 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import missing
 
 from scenarios.replaying import PREFIX
-from scenarios.runner import Task, run_tasks, shard
+from scenarios.runner import Task, run_order, run_tasks, shard
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = [Task(name, profile, examples=15) for name, profile in (
@@ -95,11 +97,42 @@ def test_workers_take_the_heaviest_searches_first() -> None:
     assert Task("download-cache-flock", "nfs", carrier="greenlet").weight() < process_scenario.weight()
 
 
+def test_a_worker_imports_the_stack_a_scenarios_rank_processes_start_with() -> None:
+    """transformers' Trainer, which trainer-rotate's ranks start with, is imported by the worker
+    once for every search it forks (each search's confined child imported it again: ~2 s)."""
+    if importlib.util.find_spec("transformers") is None:
+        missing("stacks", "transformers not installed (pip install -e '.[stacks]', after the CPU torch)")
+    code = _PREPARED_FOR.format(spec="trainer-rotate", carrier=None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[-2] == repr(["simfs.rank.c10d.install", "torch", "torch._dynamo",
+                                                "transformers.trainer"])
+
+
+def test_searches_whose_ranks_start_with_a_training_stack_run_after_every_other() -> None:
+    """A worker imports a scenario's preloaded stack (transformers' Trainer: ~2 s) once, and every
+    rank process it forks after is larger: those searches run last, the heaviest first among them
+    too (a trainer's example costs ~5 DDP examples: its scenario says so)."""
+    from scenarios.registry import all_scenarios
+
+    tasks = [Task(sc.name, profile) for sc in all_scenarios() for profile in sc.profiles]
+    order = [tasks[index] for index in run_order(tasks)]
+    stacked = [bool(task.preloads()) for task in order]
+    assert any(stacked) and stacked == sorted(stacked)  # False..., then True...
+    for group in ([task for task in order if not task.preloads()], [task for task in order if task.preloads()]):
+        assert [task.weight() for task in group] == sorted((task.weight() for task in group), reverse=True)
+    trainer, ddp = Task("trainer-rotate", "nfs"), Task("ddp-save-atomic", "nfs")
+    assert trainer.weight() / trainer.budget()[0] > 4 * ddp.weight() / ddp.budget()[0]
+    assert Task("trainer-rotate", "nfs", carrier="greenlet").preloads() == ()
+    assert Task("mod:job", "nfs").preloads() == ()
+
+
 _PREPARED_FOR = """
 import sys
 from scenarios.runner import Task, _ready_for
 _ready_for(Task({spec!r}, "nfs", carrier={carrier!r}))
-print(sorted(name for name in ("torch", "torch._dynamo", "simfs.rank.c10d.install") if name in sys.modules))
+print(sorted(name for name in ("torch", "torch._dynamo", "simfs.rank.c10d.install", "transformers.trainer")
+             if name in sys.modules))
 """
 
 

@@ -35,6 +35,10 @@ CRASHES = ("local", "local-posix", "nfs")
 TRAINER = ("transformers", "accelerate")
 TRAINER_MODULES = ("transformers.trainer", "transformers.models.gpt2.modeling_gpt2")
 LIGHTNING = ("lightning",)
+# what one example costs against a greenlet example of simfs's library (a DDP example is ~7): each
+# of the 2-4 ranks builds the stack's trainer, trains and saves, one rank after another
+# (reports/BENCHMARKS.md, the main job: examples a second per scenario)
+TRAINER_COST, LIGHTNING_COST, SMALL_STACK_COST = 40, 30, 10
 ACCELERATE = ("accelerate",)
 DATASETS = ("datasets",)
 
@@ -89,7 +93,7 @@ def _check_rotated() -> None:
 
 @scenario("trainer-save-on-each-node", nodes=2, ranks_per_node=2, max_examples=12, carrier="process",
           expect=dict.fromkeys(SHARED, "pass"), family=FAMILY, tags=("fixed",), needs=TRAINER,
-          preload=TRAINER_MODULES)
+          preload=TRAINER_MODULES, example_cost=TRAINER_COST)
 def trainer_save_on_each_node() -> None:
     """transformers' Trainer with save_on_each_node=True and save_total_limit=1 on a shared mount.
 
@@ -102,7 +106,7 @@ def trainer_save_on_each_node() -> None:
 
 @scenario("trainer-rotate", nodes=2, ranks_per_node=2, max_examples=12, carrier="process",
           expect=dict.fromkeys(SHARED, "pass"), family=FAMILY, tags=("fixed",), needs=TRAINER,
-          preload=TRAINER_MODULES)
+          preload=TRAINER_MODULES, example_cost=TRAINER_COST)
 def trainer_rotate() -> None:
     """transformers' Trainer with save_total_limit=1 on a shared mount (save_on_each_node off).
 
@@ -150,7 +154,7 @@ def _lightning_fit_then(test: str) -> None:
 
 @scenario("lightning-test-best", nodes=2, ranks_per_node=2, max_examples=20, carrier="process",
           expect={"nfs": "fail", "local": "pass"}, family=FAMILY, tags=("naive",), needs=LIGHTNING,
-          preload=("lightning.pytorch",))
+          preload=("lightning.pytorch",), example_cost=LIGHTNING_COST)
 def lightning_test_best() -> None:
     """Lightning: fit with ModelCheckpoint on the mount, then trainer.test(ckpt_path="best") on every rank.
 
@@ -194,7 +198,7 @@ def accelerate_resume() -> int:
 
 @scenario("accelerate-save-state-power-loss", recover=accelerate_resume, crashes=True, nodes=2, ranks_per_node=1,
           max_examples=40, carrier="process", expect=dict.fromkeys(CRASHES, "fail"), family=FAMILY,
-          tags=("naive",), needs=ACCELERATE, preload=ACCELERATE)
+          tags=("naive",), needs=ACCELERATE, preload=ACCELERATE, example_cost=SMALL_STACK_COST)
 def accelerate_save_state_power_loss() -> None:
     """accelerate: save_state over the one state directory after each step; a crash, then load_state.
 
@@ -230,7 +234,7 @@ def _load_processed() -> None:
 
 @scenario("datasets-every-rank-asks", nodes=2, ranks_per_node=2, max_examples=20, carrier="process",
           expect={"nfs": "fail", "local": "pass"}, family=FAMILY, tags=("naive",), needs=DATASETS,
-          preload=DATASETS)
+          preload=DATASETS, example_cost=SMALL_STACK_COST)
 def datasets_every_rank_asks() -> None:
     """datasets: every rank asks whether the preprocessed dataset exists; rank 0 builds it; all load it.
 
@@ -244,7 +248,7 @@ def datasets_every_rank_asks() -> None:
 
 @scenario("datasets-rank-zero-asks", nodes=2, ranks_per_node=2, max_examples=20, carrier="process",
           expect={"nfs": "pass", "local": "pass"}, family=FAMILY, tags=("fixed",), needs=DATASETS,
-          preload=DATASETS)
+          preload=DATASETS, example_cost=SMALL_STACK_COST)
 def datasets_rank_zero_asks() -> None:
     """datasets: only rank 0 asks whether the preprocessed dataset exists and builds it; all load it.
 
