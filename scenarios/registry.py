@@ -113,6 +113,8 @@ def scenario(name: str | None = None, *, expect: Mapping[str, str], nodes: int =
                              f"got {carrier!r}")
         if crashes and recover is None:
             raise ValueError(f"scenario {key!r}: crashes need a recover program (the restarted job)")
+        if example_cost is not None and (type(example_cost) is not int or example_cost < 1):
+            raise ValueError(f"scenario {key!r}: example_cost must be a whole number >= 1, got {example_cost!r}")
         _REGISTRY[key] = Scenario(
             name=key, job=job, expect=_check_expect(key, expect), nodes=nodes, ranks_per_node=ranks_per_node,
             recover=recover, check=check, crashes=crashes,

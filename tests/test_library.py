@@ -262,3 +262,13 @@ def test_explore_finds_the_failure_within_the_scenario_budget(name: str, profile
                                 crashes=sc.crashes, max_examples=sc.max_examples, seed=0, shrink_time=0.0,
                                 carrier=sc.carrier, preload=sc.preload)
     assert finding.failed, str(finding)
+
+
+@pytest.mark.parametrize("cost", [0, -3, 2.5, "40", True])
+def test_a_scenario_says_what_its_example_costs_as_a_whole_number(cost: object) -> None:
+    """example_cost orders `simfs run`'s searches (a trainer's example costs ~5 DDP examples);
+    anything but a whole number >= 1 is refused at registration, naming the scenario."""
+    from scenarios.registry import scenario
+
+    with pytest.raises(ValueError, match="scenario 'costly': example_cost must be a whole number >= 1"):
+        scenario("costly", expect={"nfs": "pass"}, example_cost=cost)(lambda: None)  # type: ignore[arg-type]

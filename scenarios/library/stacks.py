@@ -35,12 +35,12 @@ CRASHES = ("local", "local-posix", "nfs")
 TRAINER = ("transformers", "accelerate")
 TRAINER_MODULES = ("transformers.trainer", "transformers.models.gpt2.modeling_gpt2")
 LIGHTNING = ("lightning",)
+ACCELERATE = ("accelerate",)
+DATASETS = ("datasets",)
 # what one example costs against a greenlet example of simfs's library (a DDP example is ~7): each
 # of the 2-4 ranks builds the stack's trainer, trains and saves, one rank after another
 # (reports/BENCHMARKS.md, the main job: examples a second per scenario)
 TRAINER_COST, LIGHTNING_COST, SMALL_STACK_COST = 40, 30, 10
-ACCELERATE = ("accelerate",)
-DATASETS = ("datasets",)
 
 OUTPUT = "/shared/trainer"
 LIGHTNING_DIR = "/shared/lightning"
