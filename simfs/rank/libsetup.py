@@ -32,7 +32,7 @@ def start(proc: Process) -> None:
         after_import("torch", functools.partial(_torch_imported, proc))
 
 
-def prepare_c10d(native: bool) -> None:
+def premake_c10d(native: bool) -> None:
     """In the zygote of ranks whose world is torch's (``native``) and that start with
     torch.distributed: what install_c10d makes alike in every rank, made once before the forks."""
     if native and "torch.distributed" in sys.modules:

@@ -3,7 +3,7 @@ for a series of runs of known jobs (``zygote_kept``: a search's examples, each a
 and one of the restarted job). A kept zygote is forked at the series' first run, from the thread
 that opened the series (it dies with that thread, PR_SET_PDEATHSIG), and forked again when it
 ended, when a run's world is torch's c10d and the zygote's is not or the other way (such a zygote
-made c10d's part that every rank installs alike: rank/libsetup.prepare_c10d), when the Landlock
+made c10d's part that every rank installs alike: rank/libsetup.premake_c10d), when the Landlock
 ruleset its ranks confine themselves with changed (modules imported from a new place), or when
 the host preloaded more since (torch, after the first run's ranks imported it themselves:
 preload.py); the series' end closes it and the ruleset, so the host is then as it was."""
@@ -36,7 +36,7 @@ class _Series:
     def __init__(self, jobs: tuple[Job, ...]) -> None:
         self.jobs = jobs
         self.zygote: Zygote | None = None
-        self.native = False  # its ranks run torch's c10d (rank/libsetup.prepare_c10d)
+        self.native = False  # its ranks run torch's c10d (rank/libsetup.premake_c10d)
         self.ruleset: object = None  # confine.prepared_key() when it was forked
         self.preloaded = -1  # preload.imports() when it was forked
 
@@ -105,7 +105,7 @@ def fork(jobs: tuple[Job, ...], native: bool) -> Zygote:
 def _prepare_zygote(native: bool) -> None:
     """In the zygote, before its forks: what each rank process would find alike at its start."""
     descriptors.find_console_handlers()
-    libsetup.prepare_c10d(native)
+    libsetup.premake_c10d(native)
 
 
 def _launcher(jobs: tuple[Job, ...]) -> Launch:
