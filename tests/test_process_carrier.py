@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from conftest import missing
 import simfs
 from simfs.confinement import landlock
 from simfs.errors import RankError
+from simfs.runtime.carrier.zygote import MAX_START
 
 TESTS = Path(__file__).parent
 
@@ -354,6 +357,51 @@ def test_ctrl_c_stops_a_run_whose_rank_never_yields() -> None:
         host.kill()
     assert host.returncode == 0 and out.strip() == "interrupted: [0]"
     assert not _running(rank)
+
+
+def _ran() -> str:
+    return "ran"
+
+
+@pytest.mark.parametrize("carrier", ["process", "greenlet"])
+def test_ctrl_c_as_the_simulation_starts_reports_no_rank_as_returned_that_never_ran(
+        carrier: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGINT landing while the simulation thread starts: the run still ends every rank (a rank
+    either ran to its return or was killed), and no thread of it runs on past run()."""
+    start = threading.Thread.start
+
+    def start_under_ctrl_c(thread: threading.Thread) -> None:
+        if thread.name == "simfs-run":
+            signal.raise_signal(signal.SIGINT)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_under_ctrl_c)
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own (an xdist worker ignores it)
+    try:
+        with pytest.raises(simfs.Interrupted) as interrupted:
+            simfs.Cluster(1, 2, carrier=carrier).run(_ran)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    result = interrupted.value.result
+    assert sorted([*result.returns, *result.errors]) == [0, 1], result.summary()
+    assert set(result.returns.values()) <= {"ran"}, result.returns
+    assert all("interrupted (Ctrl-C)" in str(error) for error in result.errors.values()), result.tracebacks
+    assert not [t for t in threading.enumerate() if t.name == "simfs-run"]
+
+
+def test_a_rank_refused_at_its_start_leaves_no_process_of_the_ranks_started_before_it() -> None:
+    """Rank 10's start is 2 bytes larger than rank 0-9's (RANK=10, LOCAL_RANK=10): with an
+    environment that makes theirs exactly the most a rank starts from, ten rank processes and the
+    zygote are started before rank 10 is refused, and the refusal ends them all."""
+    with pytest.raises(simfs.ConfigError, match="rank 0's process") as too_large:
+        simfs.Cluster(1, 11, env={"SIMFS_TEST_LARGE": "x" * 300_000}).run(_environment_size)
+    size = re.search(r"would start from ([0-9,]+) bytes", str(too_large.value))
+    assert size is not None, too_large.value
+    excess = int(size[1].replace(",", "")) - MAX_START
+    with pytest.raises(simfs.ConfigError, match="rank 10's process"):
+        simfs.Cluster(1, 11, env={"SIMFS_TEST_LARGE": "x" * (300_000 - excess)}).run(_environment_size)
+    assert _descendants(os.getpid()) == []
 
 
 def large_copy() -> int:

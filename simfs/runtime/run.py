@@ -30,6 +30,7 @@ from .kvstore import Stores
 from .machine import Machine
 from .marshal import Marshal
 from .scheduler import Scheduler
+from .sigint import sigint_deferred
 from .syscalls import Syscalls
 
 
@@ -107,21 +108,21 @@ class Run:
 
     def _execute(self, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                  replay: dict[str, Any]) -> Result:
-        self._spawn_ranks(job, args, kwargs)
-        self.machine.faults.arm_timers()
-        wall0 = _real.perf_counter()
         start = self.sched.now
         sim = threading.Thread(target=self._drive, name="simfs-run", daemon=True)
         interrupted = False
-        try:
+        try:  # what a failed start made is closed too (a rank's process, the zygote)
+            self._spawn_ranks(job, args, kwargs)
+            self.machine.faults.arm_timers()
+            wall0 = _real.perf_counter()
             try:
-                sim.start()
+                with sigint_deferred():  # Ctrl-C waits for the thread: once it runs, it ends every rank
+                    sim.start()
                 self._supervise(sim)
             except KeyboardInterrupt:
                 interrupted = True
                 self._stop(sim)
-            if sim.ident is not None:
-                sim.join()
+            sim.join()
         finally:
             self.carrier.close()
             self.machine.close()
@@ -140,8 +141,6 @@ class Run:
         """Ctrl-C: every rank stops at its next operation; a rank busy in Python code without
         any is interrupted where it is (Carrier.interrupt)."""
         self.stopping = True
-        if sim.ident is None:  # interrupted before the simulation started: nothing ran
-            self.state.done.set()
         for _ in range(20):
             if self.state.done.wait(0.25):
                 return
