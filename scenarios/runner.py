@@ -25,7 +25,7 @@ from . import database as examples_db
 from .budgets import SHRINK_TIME
 from .mix import fault_kinds
 from .outcome import ScenarioOutcome
-from .registry import Expectation
+from .registry import Expectation, get
 
 _PASS: Expectation = "pass"
 
@@ -58,8 +58,6 @@ class Task:
         """(examples, carrier): the task's own, else the scenario's (a job: 100, rank processes)."""
         if self.is_job:
             return self.examples or 100, self.carrier or "process"
-        from .registry import get
-
         sc = get(self.scenario)
         return self.examples or sc.max_examples, self.carrier or sc.carrier
 
@@ -67,8 +65,6 @@ class Task:
         """(nodes, ranks per node, crashes, fault kinds): the task's own, else the scenario's."""
         if self.is_job:
             return self.nodes or 2, self.ranks_per_node or 2, self.crashes, fault_kinds(self.faults.split(","))
-        from .registry import get
-
         sc = get(self.scenario)
         return self.nodes or sc.nodes, self.ranks_per_node or sc.ranks_per_node, sc.crashes, fault_kinds(sc.faults)
 
@@ -88,8 +84,6 @@ class Task:
         examples, carrier = self.budget()
         cost = 7 if carrier == "process" else 1
         if not self.is_job and self.carrier is None:
-            from .registry import get
-
             cost = get(self.scenario).example_cost or cost
         return examples * cost
 
@@ -98,8 +92,6 @@ class Task:
         stack's), where its ranks are processes."""
         if self.is_job or self.budget()[1] != "process":
             return ()
-        from .registry import get
-
         return get(self.scenario).preload
 
 
@@ -185,7 +177,6 @@ def _search(task: Task, profile: str | simfs.Profile, held: examples_db.Entries 
     """The task's search in simfs.isolated's child, with a recorded copy of the database's entries
     (``held``; None: no database): its outcome and the changes for the worker to make to the database."""
     from .explore import explore
-    from .registry import get
 
     start = time.perf_counter()
     examples, carrier = task.budget()
