@@ -23,7 +23,7 @@ def crash_hit(execution: Execution) -> TraceEvent | None:
     hit = [e for e in execution.job.trace if e.rank < 0 and e.op in _CRASHES]
     if not hit:
         return None
-    before = [e for e in execution.job.trace if e.rank >= 0 and e.time <= hit[0].time]
+    before = [e for e in execution.job.trace if e.rank >= 0 and e.op != "pause" and e.time <= hit[0].time]
     return before[-1] if before else None
 
 
@@ -53,6 +53,8 @@ def reached(example: Example, execution: Execution) -> frozenset[str]:
                 kinds.add(f"stale {found.group(1) if found else 'cache'} answer")
             if e.outcome.endswith(" (injected)"):
                 kinds.add(f"injected {e.outcome.split()[0]}")
+            if e.op == "pause":
+                kinds.add("pause")
     if example.crash is not None and execution.crash_fired:
         kind = _crash_kind(example.crash)
         hit = crash_hit(execution) if example.crash.fault is not None else None

@@ -25,16 +25,17 @@ def position(raw: bytes, n: int) -> int:
 
 
 class BufferChoices:
-    """A simfs choice source reading scheduling decisions from one byte string and cache
-    lifetimes (and latency jitter) from another; ``None`` keeps every such decision simple."""
+    """A simfs choice source reading scheduling decisions from one byte string, cache lifetimes
+    (and latency jitter) from another, and its ``timing`` (when each rank's thread wakes) from a
+    third; ``None`` keeps every such decision simple."""
 
     thread_bound = False
 
-    def __init__(self, schedule: bytes | None, lifetimes: bytes | None) -> None:
+    def __init__(self, schedule: bytes | None, lifetimes: bytes | None, timing: bytes | None = None) -> None:
         self._schedule = schedule or b""
-        self._lifetimes = lifetimes or b""
+        self._lifetimes = Fractions(lifetimes)
         self._i = 0
-        self._j = 0
+        self.timing = Fractions(timing)
 
     def choose(self, n: int) -> int:
         if n <= 1:
@@ -48,7 +49,24 @@ class BufferChoices:
         return int.from_bytes(data[i:i + width], "big") % n
 
     def fraction(self) -> float:
-        data, j = self._lifetimes, self._j
+        return self._lifetimes.fraction()
+
+
+class Fractions:
+    """A choice source of fractions only, read two bytes at a time from a byte string (past its
+    end, or with ``None``, 0: the shortest lifetime, no delay); every discrete choice is the first."""
+
+    thread_bound = False
+
+    def __init__(self, data: bytes | None) -> None:
+        self._data = data or b""
+        self._j = 0
+
+    def choose(self, n: int) -> int:
+        return 0
+
+    def fraction(self) -> float:
+        data, j = self._data, self._j
         if j + 2 > len(data):
             self._j = len(data)
             return 0.0

@@ -57,9 +57,9 @@ class Crash:
 
 @dataclass(frozen=True)
 class Example:
-    """The decisions of one example: the job's schedule and cache lifetimes (None: simple),
-    its faults (start skew, slow operations, errnos), an optional crash, and the restarted
-    job's own decisions."""
+    """The decisions of one example: the job's schedule, cache lifetimes and wake-ups (None:
+    simple), its faults (start skew, pauses, slow operations, errnos), an optional crash, and the
+    restarted job's own decisions."""
 
     schedule: bytes | None = None
     lifetimes: bytes | None = None
@@ -67,6 +67,8 @@ class Example:
     crash: Crash | None = None
     recover_schedule: bytes | None = None
     recover_lifetimes: bytes | None = None
+    timing: bytes | None = None  # each wake-up's delay (runtime/wakeup.py); None: every rank wakes at once
+    recover_timing: bytes | None = None
 
 
 @dataclass
@@ -102,7 +104,8 @@ def start(target: Target, example: Example, picker: Picker | None = None,
     faults = list(example.faults)
     if crash is not None and crash.fault is not None:
         faults.append(crash.fault)
-    first = cluster.run(target.job, faults=faults, choices=BufferChoices(example.schedule, example.lifetimes))
+    first = cluster.run(target.job, faults=faults,
+                        choices=BufferChoices(example.schedule, example.lifetimes, example.timing))
     execution = Execution(first, crash_fired=_crash_fired(first), crash_states=kinds)
     if crash is not None and crash.fault is None:
         execution.notes = cluster.power_loss()
@@ -119,7 +122,8 @@ def finish(cluster: simfs.Cluster, target: Target, example: Example, execution: 
         if example.crash is not None and example.crash.down_until is not None and execution.crash_fired:
             cluster.stay_down(example.crash.down_until)
         second = cluster.run(target.recover, faults=[],
-                             choices=BufferChoices(example.recover_schedule, example.recover_lifetimes))
+                             choices=BufferChoices(example.recover_schedule, example.recover_lifetimes,
+                                                   example.recover_timing))
         execution.recover = second
         execution.failure = judge(second, target.check, run=1)
     return execution

@@ -98,7 +98,7 @@ class _Search:
 def _space(target: Target, kinds: tuple[str, ...], simple: Execution) -> Space:
     ops = sorted({e.op for e in simple.job.trace if e.rank >= 0 and e.path.startswith("/")})
     return Space(kinds, target.nodes, target.ranks_per_node, buffer_size(simple.job.switches), tuple(ops),
-                 tuple(simple.job.node_ops))
+                 tuple(simple.job.node_ops), tuple(simple.job.rank_ops))
 
 
 def _check_args(nodes: int, ranks_per_node: int, max_examples: int, seed: int, shrink_time: float) -> None:

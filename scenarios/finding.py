@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from simfs import Result, plaindata
 from simfs.capture import distinct_warnings
-from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, PowerLoss, SlowOps, SlowRank
+from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, Pause, PowerLoss, SlowOps, SlowRank
 from simfs.visible import visible
 
 from . import replaying
@@ -33,6 +33,25 @@ def _fault_words(fault: Fault, ranks_per_node: int) -> str:
         ranks = list(fault.ranks or ())
         return f"rank {ranks[0] if ranks else '*'}'s first {fault.op} failed with {fault.name}"
     return repr(fault)
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} µs"
+
+
+def _pause_words(pause: Pause, job: Result) -> str:
+    """The pause as it happened: before which operation, on which path, where in the rank's code."""
+    for e in job.trace:
+        if e.op == "pause" and e.rank == pause.rank and e.outcome.startswith(f"{pause.seconds:g}s before "):
+            op, _, where = e.outcome.removeprefix(f"{pause.seconds:g}s before ").partition(" at ")
+            return f"rank {pause.rank} paused {_duration(pause.seconds)} before its {op} {e.path}" + \
+                (f" at {where}" if where else "")
+    return (f"rank {pause.rank} would have paused {_duration(pause.seconds)} before its operation "
+            f"{pause.before_op + 1}, which it never reached")
 
 
 def _crash_words(crash: Crash, execution: Execution) -> str:
@@ -77,7 +96,8 @@ def describe(target: Target, example: Example, execution: Execution) -> str:
         if f.where:
             lines.append(f"  at {f.where}")
     lines.append(f"target: {target.describe()}")
-    what = [_fault_words(fault, target.ranks_per_node) for fault in example.faults]
+    what = [_pause_words(fault, execution.job) if isinstance(fault, Pause) else _fault_words(fault, target.ranks_per_node)
+            for fault in example.faults]
     if example.crash is not None and execution.crash_fired:
         what.append("crash: " + _crash_words(example.crash, execution))
     stale = []
@@ -86,10 +106,10 @@ def describe(target: Target, example: Example, execution: Execution) -> str:
     what.extend(f"stale cache: {line}" for line in stale[:8])
     if len(stale) > 8:
         what.append(f"stale cache: ... {len(stale) - 8} more stale answers in the trace")
-    drawn = [name for name, buf in (("interleaving", example.schedule), ("cache lifetimes", example.lifetimes))
-             if buf is not None and any(buf)]
+    drawn = [name for name, buf in (("interleaving", example.schedule), ("cache lifetimes", example.lifetimes),
+                                    ("wake-ups", example.timing)) if buf is not None and any(buf)]
     what.append(("drawn: " + " and ".join(drawn)) if drawn else "schedule: the simple order (first ready rank), "
-                                                              "shortest cache lifetimes")
+                                                              "shortest cache lifetimes, every rank waking at once")
     lines.append("the counterexample:")
     lines.extend(f"  - {w}" for w in what)
     for index, result in enumerate(execution.results):

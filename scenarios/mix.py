@@ -11,16 +11,31 @@ from dataclasses import dataclass, replace
 from hypothesis import strategies as st
 from hypothesis.strategies import DataObject
 
-from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, PowerLoss, SlowOps, SlowRank
+from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, Pause, PowerLoss, SlowOps, SlowRank
 
 from .draws import position, uniform_position
 from .example import PICK_SCALE, Crash, Example
 
-KINDS = ("interleave", "cache", "skew", "slow", "errno")
-DEFAULT_KINDS = ("interleave", "cache", "skew")
+KINDS = ("interleave", "cache", "skew", "drift", "slow", "errno")
+DEFAULT_KINDS = ("interleave", "cache", "skew", "drift")
 # how late a rank may start: up to five minutes, as after a slow import or a node that joined
 # late; the scale is drawn first so that small and large delays are both common
 SKEW_SCALES = (1.0, 10.0, 60.0, 300.0)
+# drift: each rank's wake-up as it leaves a collective or a store wait (runtime/wakeup.py, drawn
+# from the example's timing bytes) and a few pauses between operations, PCT-style (Burckhardt et
+# al., ASPLOS 2010: a few change points drawn uniformly over the run's steps find any bug of small
+# depth with a stated probability); at most MAX_PAUSES, each at an operation drawn uniformly over
+# its rank's operations in the recorded run, for a duration from one of these scales:
+PAUSE_SCALES = (
+    5e-4,  # kernel/sched/fair.c sysctl_sched_migration_cost = 0.5 ms: what the scheduler takes a
+    #        task's cache warmth to be worth; wake-ups and cross-CPU migrations cost up to this
+    3e-3,  # kernel/sched/fair.c: a slice of another task on the rank's CPU (runtime/wakeup.py SLICE)
+    0.2,  # mm/page-writeback.c MAX_PAUSE = HZ/5: balance_dirty_pages stops a writer for up to 200 ms
+    #       once the node's dirty pages pass their limit; a full collection of CPython's heap is as long
+    2.0,  # the job's own work between two operations, which costs no virtual time in simfs: rank 0
+    #       logging, evaluating or saving while the others go on (seconds)
+)
+MAX_PAUSES = 3
 SLOW_SCALES = (0.001, 0.01, 0.1, 1.0)  # extra virtual seconds per filesystem operation of a node
 ERRNOS = ("EIO", "ENOSPC", "EDQUOT", "ESTALE")
 # Hypothesis keeps the choices of one example within a few kilobytes; decisions past the end of
@@ -53,6 +68,7 @@ class Space:
     buffer: int  # bytes of drawn decisions per run
     ops: tuple[str, ...]  # filesystem operations the job makes (errno targets)
     node_ops: tuple[int, ...]  # operations of each node's ranks in the recorded run (crash points)
+    rank_ops: tuple[int, ...] = ()  # operations of each rank in the recorded run (pause points)
 
     @property
     def world_size(self) -> int:
@@ -84,6 +100,8 @@ def draw_example(data: DataObject, space: Space) -> Example:
         node = data.draw(st.integers(0, space.nodes - 1))
         ranks = tuple(range(node * space.ranks_per_node, (node + 1) * space.ranks_per_node))
         faults.append(SlowOps(round(_scaled(data, SLOW_SCALES), 6), ranks=ranks))
+    if "drift" in on:
+        faults.extend(_pauses(data, space))
     if "errno" in on and space.ops:
         faults.append(InjectErrno(data.draw(st.sampled_from(ERRNOS)), op=data.draw(st.sampled_from(space.ops)),
                                   ranks=(data.draw(st.integers(0, space.world_size - 1)),), count=1))
@@ -91,7 +109,20 @@ def draw_example(data: DataObject, space: Space) -> Example:
         schedule=_buffer(data, space.buffer) if "interleave" in on else None,
         lifetimes=_buffer(data, space.buffer) if "cache" in on else None,
         faults=tuple(faults),
+        timing=_buffer(data, space.buffer) if "drift" in on else None,
     )
+
+
+def _pauses(data: DataObject, space: Space) -> list[Pause]:
+    """Up to MAX_PAUSES change points: a rank, one of its operations, a duration (shrinking
+    removes them, then moves each to the rank's first operation and the shortest pause)."""
+    pauses = []
+    for _ in range(data.draw(st.integers(0, MAX_PAUSES))):
+        rank = data.draw(st.integers(0, space.world_size - 1))
+        ops = space.rank_ops[rank] if rank < len(space.rank_ops) else 0
+        before = position(data.draw(uniform_position), ops) if ops else 0
+        pauses.append(Pause(rank, before, round(_scaled(data, PAUSE_SCALES), 7)))
+    return pauses
 
 
 def draw_crash(data: DataObject, space: Space, mounts_with_server: bool) -> Crash:
@@ -115,4 +146,5 @@ def draw_recover(data: DataObject, space: Space, example: Example) -> Example:
     """The restarted job's own decisions (a restart is not a replay of the job's schedule)."""
     return replace(example,
                    recover_schedule=_buffer(data, space.buffer) if example.schedule is not None else None,
-                   recover_lifetimes=_buffer(data, space.buffer) if example.lifetimes is not None else None)
+                   recover_lifetimes=_buffer(data, space.buffer) if example.lifetimes is not None else None,
+                   recover_timing=_buffer(data, space.buffer) if example.timing is not None else None)

@@ -14,6 +14,7 @@ from typing import Any
 from simfs import carriers, checks
 from simfs.faults import fault_from_dict, fault_to_dict
 from simfs.profiles import Profile
+from simfs.runtime.dist import LOCKSTEP
 from simfs.runspec import hash_mismatch, hash_seed, job_reference, profile_from_spec, profile_spec, resolve_job
 
 from .example import Crash, Example
@@ -91,6 +92,7 @@ def encode(target: Target, example: Example) -> str:
             "fault": None if crash.fault is None else fault_to_dict(crash.fault), "pick": crash.pick,
             "exact": crash.exact, "down_until": crash.down_until},
         "rschedule": _b64(example.recover_schedule), "rlifetimes": _b64(example.recover_lifetimes),
+        "timing": _b64(example.timing), "rtiming": _b64(example.recover_timing), "collectives": target.collectives,
         "hash": hash_seed(),
     }
     raw = json.dumps(spec, separators=(",", ":"), sort_keys=True).encode()
@@ -112,11 +114,13 @@ def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[.
             crash=None if crash is None else Crash(
                 None if crash["fault"] is None else fault_from_dict(crash["fault"]), int(crash["pick"]),
                 bool(crash["exact"]), _down_until(crash.get("down_until"))),
-            recover_schedule=_bytes(spec["rschedule"]), recover_lifetimes=_bytes(spec["rlifetimes"]))
+            recover_schedule=_bytes(spec["rschedule"]), recover_lifetimes=_bytes(spec["rlifetimes"]),
+            timing=_bytes(spec.get("timing")), recover_timing=_bytes(spec.get("rtiming")))
         profile: Profile = profile_from_spec(spec["profile"])
         nodes, rpn = int(spec["nodes"]), int(spec["rpn"])
         carrier = str(spec.get("carrier", carriers.BEFORE_CARRIERS))
         preload = tuple(str(name) for name in spec.get("preload", ()))
+        collectives = str(spec.get("collectives", LOCKSTEP))  # strings from before gloo's algorithms
         refs = spec["job"], spec["recover"], spec["check"]
     except (ValueError, KeyError, TypeError, zlib.error) as exc:
         raise ValueError(f"corrupt scenarios replay string ({type(exc).__name__}: {exc}); copy it whole") from None
@@ -124,5 +128,6 @@ def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[.
     if resolved_job is None:
         raise ValueError("this replay string names no job")
     target = Target(resolved_job, nodes, rpn, profile, recover=_resolve(refs[1], recover, "recover"),
-                    check=_resolve(refs[2], check, "check"), carrier=carrier, preload=preload)
+                    check=_resolve(refs[2], check, "check"), carrier=carrier, preload=preload,
+                    collectives=collectives)
     return target, example, hash_mismatch(spec.get("hash"))

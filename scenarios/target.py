@@ -8,6 +8,7 @@ from typing import Any
 
 import simfs
 from simfs import Result, carriers, plaindata
+from simfs.runtime.dist import GLOO
 
 Check = Callable[[Result], object]
 
@@ -25,6 +26,7 @@ class Target:
     carrier: str = carriers.DEFAULT  # how its ranks are carried (simfs.Cluster's carrier)
     watchdog: float = 60.0  # real seconds a rank process may run without a request (simfs.Cluster's)
     preload: tuple[str, ...] = ()  # modules the rank processes start with (simfs.Cluster's preload)
+    collectives: str = GLOO  # how ranks leave a collective (simfs.Cluster's collectives)
 
     @property
     def world_size(self) -> int:
@@ -35,7 +37,8 @@ class Target:
         search is where explore put it, a confined child, or the caller's process by its choice
         (explore's isolate=False), and an example's restart runs on the same cluster."""
         return simfs.Cluster(nodes=self.nodes, ranks_per_node=self.ranks_per_node, profile=self.profile,
-                             carrier=self.carrier, watchdog=self.watchdog, isolate=False, preload=self.preload)
+                             carrier=self.carrier, watchdog=self.watchdog, isolate=False, preload=self.preload,
+                             collectives=self.collectives)
 
     def describe(self) -> str:
         carried = ", each rank a process" if self.carrier == "process" else ", ranks as greenlets of one process"

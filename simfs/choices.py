@@ -24,14 +24,25 @@ class ChoiceSource(Protocol):
         """A number in ``[0, 1)``; 0 is the 'simple' choice."""
 
 
+_TIMING = "timing"
+
+
 class SeededChoices:
-    """Decisions from a seeded PRNG."""
+    """Decisions from a seeded PRNG; its ``timing`` draws (when each rank's thread wakes,
+    runtime/wakeup.py) from a stream of their own, so they move no other decision."""
 
     thread_bound = False
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, stream: str = "choices") -> None:
         self.seed = seed
-        self._rng = random.Random(derive_seed(seed, "choices"))
+        self._rng = random.Random(derive_seed(seed, stream))
+        self._timing: SeededChoices | None = self if stream == _TIMING else None
+
+    @property
+    def timing(self) -> SeededChoices:
+        if self._timing is None:
+            self._timing = SeededChoices(self.seed, _TIMING)
+        return self._timing
 
     def choose(self, n: int) -> int:
         return self._rng.randrange(n)
@@ -92,12 +103,16 @@ class HypothesisChoices:
 
 
 class RecordingChoices:
-    """Wraps a source and keeps every draw, so the run can be replayed exactly."""
+    """Wraps a source and keeps every draw, so the run can be replayed exactly; its ``timing``
+    draws from the inner source's timing stream into the same record, in the order they are
+    made (a replay reads them back from one sequence)."""
 
-    def __init__(self, inner: ChoiceSource) -> None:
+    def __init__(self, inner: ChoiceSource, draws: list[int | float] | None = None) -> None:
         self.inner = inner
-        self.draws: list[int | float] = []
+        self.draws: list[int | float] = [] if draws is None else draws
         self.thread_bound = getattr(inner, "thread_bound", False)
+        own = getattr(inner, "timing", None) if draws is None else None
+        self.timing: RecordingChoices | None = None if own is None else RecordingChoices(own, self.draws)
 
     def choose(self, n: int) -> int:
         if n <= 1:
@@ -110,6 +125,13 @@ class RecordingChoices:
         value = self.inner.fraction()
         self.draws.append(value)
         return value
+
+
+def timing_of(source: ChoiceSource) -> ChoiceSource:
+    """Where a run's timing draws come from: the source's own timing stream where it has one (a
+    seed's, a search's byte string), else the source itself."""
+    own: ChoiceSource | None = getattr(source, "timing", None)
+    return source if own is None else own
 
 
 def as_choice_source(choices: Any) -> ChoiceSource:

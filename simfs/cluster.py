@@ -11,7 +11,15 @@ from typing import Any
 
 from . import carriers, checks, hostrun
 from .carriers import CARRIERS
-from .choices import ChoiceSource, RecordingChoices, ReplayChoices, SeededChoices, as_choice_source, derive_seed
+from .choices import (
+    ChoiceSource,
+    RecordingChoices,
+    ReplayChoices,
+    SeededChoices,
+    as_choice_source,
+    derive_seed,
+    timing_of,
+)
 from .errors import ConfigError, SimfsError, invalid
 from .faults import CrashNode, CrashServer, EvictClient, Fault, SlowRank, fault_from_dict, fault_to_dict
 from .fs.filesystems import Filesystems
@@ -30,7 +38,7 @@ from .runspec import (
     resolve_job,
 )
 from .runtime.carrier.greenlet import StoreNames
-from .runtime.dist import DEFAULT_TIMEOUT
+from .runtime.dist import COLLECTIVES, DEFAULT_TIMEOUT, GLOO, LOCKSTEP
 from .runtime.heap import garbage
 from .runtime.marshal import Marshal
 from .runtime.run import Run, Settings
@@ -70,7 +78,11 @@ class Cluster:
     modules every rank process starts with (``("transformers",)``, ``("torch",)``), imported once in
     the process that forks them instead of by each rank of each run, as numpy and torch are where the
     caller imported them; their import-time code then runs there, outside the simulation (what it
-    reads of the machine is the host's).
+    reads of the machine is the host's). ``collectives``: "gloo" (the default) lets each rank
+    leave a collective when gloo's algorithm does (a broadcast's root once it has sent, a barrier's
+    ranks each when the last arrival reached it) and its thread wakes (runtime/wakeup.py, drawn from
+    the seed); "lockstep" releases every member at once (the model of replay strings recorded
+    before, which replay with it).
     """
 
     def __init__(self, nodes: int = 1, ranks_per_node: int = 1, profile: str | Profile = "nfs", seed: int = 0,
@@ -81,7 +93,7 @@ class Cluster:
                  env: dict[str, str] | None = None, time_limit: float = 30 * 86400.0,
                  restart_gap: float = RESTART_GAP, carrier: str = carriers.DEFAULT, isolate: bool = True,
                  torch_distributed: str | None = None, rank_memory: int | None = None,
-                 preload: Iterable[str] = ()) -> None:
+                 preload: Iterable[str] = (), collectives: str = GLOO) -> None:
         checks.count(_WHERE, "nodes", nodes, 1, checks.MAX_NODES)
         checks.count(_WHERE, "ranks_per_node", ranks_per_node, 1, checks.MAX_RANKS)
         if nodes * ranks_per_node > checks.MAX_RANKS:
@@ -93,6 +105,8 @@ class Cluster:
             raise invalid(_WHERE, "carrier", f"one of {', '.join(map(repr, CARRIERS))}", carrier)
         if not isinstance(isolate, bool):
             raise invalid(_WHERE, "isolate", "a bool", isolate)
+        if collectives not in COLLECTIVES:
+            raise invalid(_WHERE, "collectives", f"one of {', '.join(map(repr, COLLECTIVES))}", collectives)
         if torch_distributed is None:
             torch_distributed = "c10d" if carrier == "process" else "patched"
         if torch_distributed not in TORCH_DISTRIBUTED:
@@ -119,7 +133,7 @@ class Cluster:
             dist_initialized=dist_initialized, carrier=carrier, torch_distributed=torch_distributed,
             rank_memory=None if rank_memory is None else checks.count(_WHERE, "rank_memory", rank_memory, 64 << 20,
                                                                       1 << 50),
-            preload=preloaded,
+            preload=preloaded, collectives=collectives,
         )
         self.restart_gap = checks.seconds(_WHERE, "restart_gap", restart_gap)
         self.faults = self._check_faults(faults)
@@ -276,7 +290,8 @@ class Cluster:
         marshal = Marshal(recorder or source) if getattr(source, "thread_bound", False) else None
         draws: ChoiceSource = marshal or recorder or source
         store_names = _torch_store_names() if self.settings.carrier == carriers.GREENLET else None
-        run = Run(self.settings, self.fs, host_paths(), index, fault_list, draws, marshal, store_names)
+        run = Run(self.settings, self.fs, host_paths(), index, fault_list, draws, marshal, store_names,
+                  timing_of(draws))
         spec = self._replay_spec(job, args, kwargs, index, fault_list)
         if recorder is not None:
             spec["draws"] = recorder.draws  # filled in as the run draws
@@ -304,6 +319,7 @@ class Cluster:
                 "timeout": s.collective_timeout, "latency": s.collective_latency,
                 "bandwidth": s.collective_bandwidth, "dist": s.dist_initialized, "hash": hash_seed(),
                 "carrier": s.carrier, "torch_distributed": s.torch_distributed, "preload": list(s.preload),
+                "collectives": s.collectives,
             }
         return self._spec
 
@@ -317,7 +333,7 @@ def cluster_from_spec(spec: dict[str, Any]) -> Cluster:
         collective_timeout=spec["timeout"], collective_latency=spec["latency"],
         collective_bandwidth=spec["bandwidth"], dist_initialized=spec["dist"],
         carrier=spec.get("carrier", carriers.BEFORE_CARRIERS), torch_distributed=spec.get("torch_distributed"),
-        preload=spec.get("preload", ()),
+        preload=spec.get("preload", ()), collectives=spec.get("collectives", LOCKSTEP),
     )
 
 

@@ -153,10 +153,29 @@ class SlowOps:
             object.__setattr__(self, "ranks", tuple(self.ranks))
 
 
-Fault = CrashNode | CrashServer | PowerLoss | EvictClient | InjectErrno | SlowRank | SlowOps
+@dataclass(frozen=True)
+class Pause:
+    """Rank ``rank`` stops for ``seconds`` before its operation ``before_op`` (its filesystem
+    operations counted from 0, every thread's): what it does between operations that costs no
+    virtual time (rank 0 logs, evaluates, saves), or the OS preempting it (a scheduler slice, a
+    page-cache stall, a garbage collection). A pause at an operation the rank never reaches never
+    happens."""
+
+    rank: int
+    before_op: int
+    seconds: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.before_op, int) or isinstance(self.before_op, bool) or self.before_op < 0:
+            raise ConfigError(f"Pause: before_op must be a non-negative int, got {self.before_op!r}")
+        if not _non_negative(self.seconds):
+            raise ConfigError(f"Pause: seconds must be a finite number in [0, {MAX_SECONDS:g}], got {self.seconds!r}")
+
+
+Fault = CrashNode | CrashServer | PowerLoss | EvictClient | InjectErrno | SlowRank | SlowOps | Pause
 FAULT_TYPES: dict[str, type[Fault]] = {t.__name__: t
                                  for t in (CrashNode, CrashServer, PowerLoss, EvictClient, InjectErrno, SlowRank,
-                                            SlowOps)}
+                                            SlowOps, Pause)}
 
 
 def fault_to_dict(fault: Fault) -> dict[str, Any]:

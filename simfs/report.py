@@ -168,6 +168,7 @@ class Result:
     node_ops: list[int] = field(default_factory=list)  # filesystem operations of each node's ranks
     carrier: str = carriers.BEFORE_CARRIERS  # how the ranks were carried (simfs/carriers.py); unset: older records
     output: dict[int, RankOutput] = field(default_factory=dict)  # what ranks printed and warned (capture.py)
+    rank_ops: list[int] = field(default_factory=list)  # filesystem operations each rank began (Pause counts them)
 
     @property
     def replay(self) -> str:

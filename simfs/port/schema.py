@@ -180,7 +180,8 @@ class DistGroup(Request, frozen=True):
 
 
 class Collective(Request, frozen=True):
-    """The rank's next collective of group ``group``: answered every rank's payload."""
+    """The rank's next collective of group ``group`` (``root``: the group rank of a rooted one's
+    root, -1 for none): answered the payloads that reached the rank, None for the others."""
 
     PLAIN = ("payload",)
     group: Name
@@ -188,6 +189,7 @@ class Collective(Request, frozen=True):
     payload: Any
     timeout: Seconds
     nbytes: int
+    root: int = -1
 
 
 # -- the stores torch's rendezvous and c10d use --------------------------------------------------------

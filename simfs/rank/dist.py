@@ -95,15 +95,18 @@ class WorldClient:
         return SimGroup(members, name, limit)
 
     def collective(self, rank: int, group: Any, kind: str, payload: Any, *, timeout: float | None = None,
-                   nbytes: int = 0) -> Any:
-        return self.collective_named(self.group(group, rank).name, kind, payload, timeout=timeout, nbytes=nbytes)
+                   nbytes: int = 0, root: int = -1) -> Any:
+        return self.collective_named(self.group(group, rank).name, kind, payload, timeout=timeout, nbytes=nbytes,
+                                     root=root)
 
     def collective_named(self, name: str, kind: str, payload: Any, *, timeout: float | None = None,
-                         nbytes: int = 0) -> list[Any]:
-        """The next collective of the group the host knows as ``name``: every rank's payload."""
+                         nbytes: int = 0, root: int = -1) -> list[Any]:
+        """The next collective of the group the host knows as ``name``: every rank's payload that
+        reached this one (gloo's algorithms: a broadcast's receivers get the root's; None for
+        the others)."""
         try:
             everyone: list[Any] = self._ask(schema.Collective(name, kind, self._payloads.encode(name, payload),
-                                                              timeout, nbytes))
+                                                              timeout, nbytes, root))
         except Exception:
             self._payloads.give_up(name)
             raise

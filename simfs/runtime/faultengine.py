@@ -9,7 +9,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..faults import CrashNode, CrashServer, EvictClient, Fault, InjectErrno, PowerLoss, SlowOps, SlowRank, parse_on
+from ..faults import (
+    CrashNode,
+    CrashServer,
+    EvictClient,
+    Fault,
+    InjectErrno,
+    Pause,
+    PowerLoss,
+    SlowOps,
+    SlowRank,
+    parse_on,
+)
 
 if TYPE_CHECKING:
     from ..tasks.process import Process
@@ -70,6 +81,7 @@ class FaultEngine:
         self.errnos: list[_Countdown] = []
         self.slow_ops: list[SlowOps] = []
         self.start_delays: dict[int, float] = {}
+        self.pauses: dict[tuple[int, int], float] = {}  # (rank, before its operation) -> seconds
         for fault in faults:
             if isinstance(fault, (CrashNode, EvictClient)):
                 self.triggers.append(_Trigger(fault, fault.node if isinstance(fault, CrashNode) else None))
@@ -81,6 +93,9 @@ class FaultEngine:
                 self.slow_ops.append(fault)
             elif isinstance(fault, SlowRank):
                 self.start_delays[fault.rank] = self.start_delays.get(fault.rank, 0.0) + fault.delay
+            elif isinstance(fault, Pause):
+                key = (fault.rank, fault.before_op)
+                self.pauses[key] = self.pauses.get(key, 0.0) + fault.seconds
             else:
                 raise ConfigError(f"not a simfs fault: {fault!r}")
 

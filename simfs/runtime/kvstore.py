@@ -13,13 +13,15 @@ from ..errors import StoreGone
 from ..port.storeops import compare_and_swap
 from ..tasks.waitqueue import WaitQueue
 from .scheduler import Scheduler
+from .wakeup import Wakeups
 
 
 class KVStore:
     """One store: its keys, and the ranks waiting for keys to appear."""
 
-    def __init__(self, name: str, sched: Scheduler, home: int | None) -> None:
+    def __init__(self, name: str, sched: Scheduler, home: int | None, wakeups: Wakeups | None = None) -> None:
         self.name = name
+        self._wakeups = wakeups
         self.home = home  # the node whose process serves it (None: no node's, e.g. the launcher's)
         self.data: dict[str, bytes] = {}
         self.clients = 0
@@ -36,7 +38,8 @@ class KVStore:
 
     def get(self, key: str, timeout: float | None) -> bytes | None:
         """The value, once some rank set it (None: not within ``timeout``)."""
-        return self.data[key] if self.wait([key], timeout) else None
+        values = self.multi_get([key], timeout)
+        return None if values is None else values[0]
 
     def add(self, key: str, amount: int) -> int:
         value = int(self.data.get(key, b"0")) + int(amount)
@@ -58,15 +61,30 @@ class KVStore:
     def wait(self, keys: list[str], timeout: float | None) -> bool:
         """Block until every key is set (False: ``timeout`` virtual seconds passed first; its
         server's crash: the client's connection is reset at once)."""
+        blocked = self._until_set(keys, timeout)
+        if blocked is None:
+            return False
+        self._woken(blocked)
+        return True
+
+    def _until_set(self, keys: list[str], timeout: float | None) -> bool | None:
+        """Wait until every key is set: whether the caller had to block (None: timed out)."""
         deadline = None if timeout is None else self._sched.now + timeout
+        blocked = False
         while not self.check(keys):
             left = None if deadline is None else deadline - self._sched.now
             if left is not None and left <= 0:
-                return False
+                return None
             self._sched.block(self.changed, left)
+            blocked = True
             if self.gone:
                 raise StoreGone(f"the server of store {self.name} is gone")
-        return True
+        return blocked
+
+    def _woken(self, blocked: bool) -> None:
+        """A client that waited for a key runs again after its own wake-up (runtime/wakeup.py)."""
+        if blocked and self._wakeups is not None:
+            self._sched.elapse(self._wakeups.delay())
 
     def delete_key(self, key: str) -> bool:
         return self.data.pop(key, None) is not None
@@ -75,7 +93,13 @@ class KVStore:
         return len(self.data)
 
     def multi_get(self, keys: list[str], timeout: float | None) -> list[bytes] | None:
-        return [self.data[k] for k in keys] if self.wait(keys, timeout) else None
+        """The values as the server sent them, once all were set (None: not within ``timeout``)."""
+        blocked = self._until_set(keys, timeout)
+        if blocked is None:
+            return None
+        values = [self.data[k] for k in keys]
+        self._woken(blocked)
+        return values
 
     def multi_set(self, keys: list[str], values: list[bytes]) -> None:
         for key, value in zip(keys, values):
@@ -91,8 +115,10 @@ OPS = ("set", "get", "add", "append", "compare_set", "check", "wait", "delete_ke
 class Stores:
     """The stores of one run, by name; a served one (a TCPStore's) also by its address."""
 
-    def __init__(self, sched: Scheduler, latency: float, node_alive: Callable[[int], bool]) -> None:
+    def __init__(self, sched: Scheduler, latency: float, node_alive: Callable[[int], bool],
+                 wakeups: Wakeups | None = None) -> None:
         self._sched = sched
+        self._wakeups = wakeups
         self._latency = latency  # a store round trip costs what a collective's latency does
         self._alive = node_alive
         self._stores: dict[str, KVStore] = {}
@@ -102,7 +128,7 @@ class Stores:
         """A store every rank that names it shares, with no server to lose."""
         store = self._stores.get(name)
         if store is None:
-            store = self._stores[name] = KVStore(name, self._sched, None)
+            store = self._stores[name] = KVStore(name, self._sched, None, self._wakeups)
         return store
 
     def listen(self, node: int, port: int) -> str | None:
@@ -114,7 +140,7 @@ class Stores:
         address = f"node{node}:{port}"
         if self._served(address) is not None:
             return None
-        self._stores[address] = KVStore(address, self._sched, node)
+        self._stores[address] = KVStore(address, self._sched, node, self._wakeups)
         self._sched.notify_all(self._listening)
         return address
 

@@ -18,7 +18,7 @@ from ..fs.filesystems import Filesystems
 from ..fs.mount import Mount
 from ..hostpaths import HostPaths
 from ..tasks.importreads import from_import_system
-from ..tasks.task import current_task
+from ..tasks.task import Task, current_task
 from .faultengine import FaultEngine
 from .scheduler import Scheduler
 
@@ -58,6 +58,7 @@ class Machine:
         self.run_start = sched.now
         self.trace: list[TraceEvent] = []
         self.node_ops = [0] * fs.nodes
+        self.where: Callable[[Task], str] = lambda task: ""  # where rank code is (set by the run)
         self.total_ops = 0
         self.processes: list[Process] = []
         self.outputs: dict[int, Capture] = {}  # rank -> what it writes to its stdout and stderr, its warnings
@@ -114,6 +115,9 @@ class Machine:
         self.total_ops += 1
         proc.last_op = (op, path)
         faults = self.faults
+        if faults.pauses:
+            self._pause(proc, task, op, path)
+        proc.ops += 1
         if not (faults.triggers or faults.errnos):
             return self.sched.now
         try:
@@ -124,6 +128,14 @@ class Machine:
                                           else "error") + " (injected)"))
             raise
         return self.sched.now  # (a crash this operation triggered never returns here)
+
+    def _pause(self, proc: Process, task: Task, op: str, path: str) -> None:
+        """The rank stops before this operation if a Pause says so (traced with where its code is)."""
+        seconds = self.faults.pauses.get((proc.rank, proc.ops))
+        if seconds:
+            self.trace.append(TraceEvent(self.sched.now, proc.rank, proc.node, "pause", path,
+                                         f"{seconds:g}s before {op} at {self.where(task)}"))
+            self.sched.elapse(seconds)
 
     def finish(self, proc: Process, op: str, path: str, start: float, outcome: str) -> None:
         meter = self.meter

@@ -24,7 +24,7 @@ from ..tasks.task import DONE, Task
 from .carrier import Carrier, GreenletCarrier, ProcessCarrier
 from .carrier.greenlet import StoreNames
 from .carrier.hostdist import DistRequests
-from .dist import DistWorld
+from .dist import GLOO, DistWorld
 from .heap import young_gc
 from .kvstore import Stores
 from .machine import Machine
@@ -32,6 +32,7 @@ from .marshal import Marshal
 from .scheduler import Scheduler
 from .sigint import sigint_deferred
 from .syscalls import Syscalls
+from .wakeup import Wakeups
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Settings:
     torch_distributed: str = "patched"  # "c10d": rank processes run torch's own c10d on simfs's groups
     rank_memory: int | None = None  # bytes of private memory each rank process may take (None: the machine's)
     preload: tuple[str, ...] = ()  # modules the rank processes start with, imported once before the forks
+    collectives: str = "gloo"  # how ranks leave a collective (simfs.Cluster's collectives)
 
     @property
     def world_size(self) -> int:
@@ -74,7 +76,8 @@ class Run:
     """A run of ``job(*args, **kwargs)`` on every rank of a cluster."""
 
     def __init__(self, settings: Settings, fs: Filesystems, host: HostPaths, index: int, faults: list[Fault],
-                 draws: ChoiceSource, marshal: Marshal | None, store_names: StoreNames | None = None) -> None:
+                 draws: ChoiceSource, marshal: Marshal | None, store_names: StoreNames | None = None,
+                 timing: ChoiceSource | None = None) -> None:
         self.settings = settings
         self.index = index
         self.marshal = marshal
@@ -85,17 +88,20 @@ class Run:
         self.state = _State()
         self.stopping = False  # Ctrl-C: stop at the next switch
         self.machine.on_crash = self._record_crash
+        wakeups = Wakeups(timing or draws) if settings.collectives == GLOO else None
         self.world = DistWorld(self.sched, settings.world_size, latency=settings.collective_latency,
                                bandwidth=settings.collective_bandwidth, timeout=settings.collective_timeout,
                                initialized=settings.dist_initialized, note=self._note_collective,
-                               native=settings.torch_distributed == "c10d")
-        self.stores = Stores(self.sched, self.world.latency, lambda node: node not in self.machine.crashed_nodes)
+                               native=settings.torch_distributed == "c10d", wakeups=wakeups)
+        self.stores = Stores(self.sched, self.world.latency, lambda node: node not in self.machine.crashed_nodes,
+                             wakeups)
         dist = DistRequests(self.world, self.stores, lambda rank: rank // settings.ranks_per_node)
         self.carrier: Carrier = GreenletCarrier(self.sched, dist, self._end_process, self.machine.outputs,
                                                 store_names) \
             if settings.carrier == carriers.GREENLET else \
             ProcessCarrier(self.machine, self.sched, dist, self._end_process, settings.rank_memory)
         self.world.where = self._where
+        self.machine.where = self._where
 
     def _note_collective(self, rank: int, op: str, group: str, outcome: str) -> None:
         self.machine.note(op, group, outcome, rank=rank, node=rank // self.settings.ranks_per_node)
@@ -178,6 +184,7 @@ class Run:
             if task is not self.sched.current:
                 self.sched.abandon(task, TaskKilled(reason))
         proc.sys.exit_process()
+        self.world.gone(proc.rank)
 
     # -- the simulation thread ---------------------------------------------------------------------
     def _drive(self) -> None:
@@ -242,6 +249,7 @@ class Run:
                 op, path = proc.last_op
                 self.state.crashed[task.rank] = CrashInfo(task.rank, node, sched.now - self.machine.run_start, op,
                                                           path, self._where(task), why)
+                self.world.gone(task.rank)
 
     # -- the caller's thread -----------------------------------------------------------------------
     def _supervise(self, sim: threading.Thread) -> None:
@@ -289,4 +297,5 @@ class Run:
                       virtual_time=sched.now - start, wall_time=wall, trace=self.machine.trace, replay_spec=replay,
                       ops=self.machine.total_ops, switches=sched.switches, notes=state.notes,
                       node_ops=list(self.machine.node_ops), carrier=self.settings.carrier,
+                      rank_ops=[proc.ops for proc in sorted(self.machine.processes, key=lambda p: p.rank)],
                       output=outputs(self.machine.outputs))

@@ -72,6 +72,7 @@ class Process:
         self.settings: dict[str, Any] = {}  # per-process scheduling and group ids rank code set
         self.alive = True
         self.last_op = ("", "")
+        self.ops = 0  # filesystem operations it began (every thread's): what a Pause counts
         self.sys: Any = None  # the Syscalls bound to this process
         self.dist: Any = None  # the simulated torch.distributed state of this rank
         self.c10d_host: Any = None  # what torch's stores ask of the kernel on greenlet ranks (rank/c10d/host.py Asks)

@@ -84,8 +84,8 @@ class SimProcessGroup(dist.ProcessGroup):
         return f"<simfs ProcessGroup {self._host_name} rank {self._rank} of {self._size}>"
 
     # -- the meeting ---------------------------------------------------------------------------------
-    def _meet(self, kind: str, payload: Any, nbytes: int = 0, timeout: float | None = None) -> list[Any]:
-        return self._host.collective_named(self._host_name, kind, payload, timeout=timeout, nbytes=nbytes)
+    def _meet(self, kind: str, payload: Any, nbytes: int = 0, timeout: float | None = None, root: int = -1) -> list[Any]:
+        return self._host.collective_named(self._host_name, kind, payload, timeout=timeout, nbytes=nbytes, root=root)
 
     # -- collectives ---------------------------------------------------------------------------------
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:  # type: ignore[override]
@@ -102,7 +102,7 @@ class SimProcessGroup(dist.ProcessGroup):
         opts = opts or BroadcastOptions()
         root = opts.rootRank
         mine = list(tensors) if self._rank == root else None
-        everyone = self._meet("broadcast", mine, _nbytes(tensors))
+        everyone = self._meet("broadcast", mine, _nbytes(tensors), root=root)
         if self._rank != root:
             for tensor, theirs in zip(tensors, everyone[root]):
                 tensor.copy_(theirs)
@@ -110,7 +110,7 @@ class SimProcessGroup(dist.ProcessGroup):
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:  # type: ignore[override]
         opts = opts or ReduceOptions()
-        everyone = self._meet("reduce", list(tensors), _nbytes(tensors))
+        everyone = self._meet("reduce", list(tensors), _nbytes(tensors), root=opts.rootRank)
         if self._rank == opts.rootRank:
             for i, tensor in enumerate(tensors):
                 tensor.copy_(reduce(opts.reduceOp, [theirs[i] for theirs in everyone]))
@@ -146,7 +146,7 @@ class SimProcessGroup(dist.ProcessGroup):
 
     def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:  # type: ignore[override]
         opts = opts or GatherOptions()
-        everyone = self._meet("gather", list(inputs), _nbytes(inputs))
+        everyone = self._meet("gather", list(inputs), _nbytes(inputs), root=opts.rootRank)
         if self._rank == opts.rootRank:
             for r, out in enumerate(outputs[0]):
                 out.copy_(everyone[r][0])
@@ -156,7 +156,7 @@ class SimProcessGroup(dist.ProcessGroup):
         opts = opts or ScatterOptions()
         root = opts.rootRank
         mine = list(inputs[0]) if self._rank == root and inputs else None
-        everyone = self._meet("scatter", mine, _nbytes(outputs))
+        everyone = self._meet("scatter", mine, _nbytes(outputs), root=root)
         outputs[0].copy_(everyone[root][self._rank])
         return finished(outputs)
 

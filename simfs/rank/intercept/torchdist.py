@@ -132,7 +132,8 @@ def broadcast_object_list(task: Task, object_list: list[Any], src: int | None = 
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_src, 0 if src is None and group_src is None else src)
     payload, size = copy_object(list(object_list)) if me == root else (None, 0)
-    everyone = _world(task).collective(_rank(task), group, "broadcast_object_list", payload, nbytes=size)
+    everyone = _world(task).collective(_rank(task), group, "broadcast_object_list", payload, nbytes=size,
+                                       root=root)
     if me != root:
         for i, obj in enumerate(everyone[root]):
             object_list[i] = copy_object(obj)[0]
@@ -152,7 +153,7 @@ def gather_object(task: Task, obj: Any, object_gather_list: list[Any] | None = N
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_dst, 0 if dst is None and group_dst is None else dst)
     copy, size = copy_object(obj)
-    everyone = _world(task).collective(_rank(task), group, "gather_object", copy, nbytes=size)
+    everyone = _world(task).collective(_rank(task), group, "gather_object", copy, nbytes=size, root=root)
     if me == root:
         if object_gather_list is None:
             raise ValueError("gather_object: the destination rank must pass object_gather_list")
@@ -167,7 +168,7 @@ def scatter_object_list(task: Task, scatter_object_output_list: list[Any],
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_src, 0 if src is None and group_src is None else src)
     payload = list(scatter_object_input_list) if me == root and scatter_object_input_list is not None else None
-    everyone = _world(task).collective(_rank(task), group, "scatter_object_list", payload)
+    everyone = _world(task).collective(_rank(task), group, "scatter_object_list", payload, root=root)
     inputs = everyone[root]
     if inputs is None:
         raise ValueError("scatter_object_list: the source rank must pass scatter_object_input_list")
@@ -192,7 +193,8 @@ def broadcast(task: Task, tensor: Any, src: int | None = None, group: Any = None
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_src, src)
     payload = tensor.detach().clone() if me == root else None
-    everyone = _world(task).collective(_rank(task), group, "broadcast", payload, nbytes=_tensor_bytes(tensor))
+    everyone = _world(task).collective(_rank(task), group, "broadcast", payload, nbytes=_tensor_bytes(tensor),
+                                       root=root)
     if me != root:
         tensor.copy_(everyone[root])
     return _done(async_op)
@@ -212,7 +214,7 @@ def reduce(task: Task, tensor: Any, dst: int | None = None, op: Any = None, grou
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_dst, dst)
     everyone = _world(task).collective(_rank(task), group, "reduce", tensor.detach().clone(),
-                                       nbytes=_tensor_bytes(tensor))
+                                       nbytes=_tensor_bytes(tensor), root=root)
     if me == root:
         tensor.copy_(_reduce(_sum_op() if op is None else op, everyone))
     return _done(async_op)
@@ -256,7 +258,7 @@ def gather(task: Task, tensor: Any, gather_list: list[Any] | None = None, dst: i
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_dst, 0 if dst is None and group_dst is None else dst)
     everyone = _world(task).collective(_rank(task), group, "gather", tensor.detach().clone(),
-                                       nbytes=_tensor_bytes(tensor))
+                                       nbytes=_tensor_bytes(tensor), root=root)
     if me == root:
         if gather_list is None:
             raise ValueError("gather: the destination rank must pass gather_list")
@@ -271,7 +273,8 @@ def scatter(task: Task, tensor: Any, scatter_list: list[Any] | None = None, src:
     me = _group_rank(task, group, None, _rank(task))
     root = _group_rank(task, group, group_src, 0 if src is None and group_src is None else src)
     payload = [t.detach().clone() for t in scatter_list] if me == root and scatter_list is not None else None
-    everyone = _world(task).collective(_rank(task), group, "scatter", payload, nbytes=_tensor_bytes(tensor))
+    everyone = _world(task).collective(_rank(task), group, "scatter", payload, nbytes=_tensor_bytes(tensor),
+                                       root=root)
     if everyone[root] is None:
         raise ValueError("scatter: the source rank must pass scatter_list")
     tensor.copy_(everyone[root][me])

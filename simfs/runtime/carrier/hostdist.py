@@ -84,4 +84,4 @@ class DistRequests:
         if group is None and name != self.world.world.name:
             raise SimfsError(f"simfs: rank {rank} used process group {name!r}, which no new_group made")
         return self.world.collective(rank, group, request.kind, request.payload, timeout=request.timeout,
-                                     nbytes=request.nbytes)
+                                     nbytes=request.nbytes, root=request.root)
