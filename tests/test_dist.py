@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from torch.distributed import GroupMember, ReduceOp
 
 import simfs
+from simfs.runtime.wakeup import SLICE
 
 
 def _run(job, *args, nodes: int = 1, ranks_per_node: int = 2, seed: int = 0, **cluster_kwargs) -> simfs.Result:
@@ -121,7 +122,7 @@ def test_barrier_waits_for_the_slowest_rank() -> None:
     returns = _ok(_run(job, nodes=2, ranks_per_node=2))
     after = list(returns.values())
     assert min(after) >= 30.0  # everyone leaves after the last arrival (rank 3 at 30 s)
-    assert max(after) - min(after) < 1e-3
+    assert max(after) - min(after) < SLICE + 1e-3  # each after its own wake-up (runtime/wakeup.py)
 
 
 def test_async_op_returns_completed_work() -> None:

@@ -51,6 +51,7 @@ class _Call:
     wakes: list[float] = field(default_factory=list)  # each member's wake-up after its last wait
     exits: dict[int, tuple[float, list[Any]]] = field(default_factory=dict)  # rank -> when it leaves, with what
     left: set[int] = field(default_factory=set)  # the members that left it
+    leaving: WaitQueue = field(default=None)  # type: ignore[assignment]  # who waits for the others to leave
 
 
 class DistWorld:
@@ -133,6 +134,7 @@ class DistWorld:
                              f"{_named(call.kind, call.root)}, rank {rank} called {_named(kind, root)}")
             g.aborted = call.mismatch
             sched.notify_all(call.queue)  # the ranks already waiting learn it now, not at their timeout
+            self._wake_leavers(g)
             raise CollectiveMismatch(call.mismatch)
         call.arrived[rank] = payload
         limit = g.timeout if timeout is None else timeout
@@ -152,6 +154,8 @@ class DistWorld:
 
         call.queue = WaitQueue(f"{kind} #{seq} on {g.name}", peers)
         if self.wakeups is not None:
+            call.leaving = WaitQueue(f"{kind} #{seq} on {g.name} until every member left it",
+                                     lambda c=call: [r for r in c.group.ranks if r not in c.left])
             n = len(g.ranks)
             call.meeting = Meeting([program(kind, n, me, root, nbytes) for me in range(n)], self.latency,
                                    self.bandwidth)
@@ -206,19 +210,24 @@ class DistWorld:
         call.left.add(rank)
         if len(call.left) == len(g.ranks):
             del g.calls[call.seq]
-        sched.notify_all(call.queue)  # a member waiting for this call's readers (below)
+        sched.notify_all(call.leaving)
         before = g.calls.get(call.seq - 1)
         if before is not None and before.arrived.get(rank) is not None:
             while any(m not in before.left and self._alive(m) for m in g.ranks) and not g.aborted:
-                sched.block(before.queue)
+                sched.block(before.leaving)
         return result
 
     def gone(self, rank: int) -> None:
         """Rank ``rank``'s process ended: members waiting for it to leave a call stop waiting."""
         for g in self._used.values():
-            for call in list(g.calls.values()):
-                if call.meeting is not None:
-                    self.sched.notify_all(call.queue)
+            self._wake_leavers(g)
+
+    def _wake_leavers(self, g: SimGroup) -> None:
+        """Members waiting for others to leave a call of ``g`` look again (one is gone, or ``g``
+        was aborted: they wait no more)."""
+        for call in list(g.calls.values()):
+            if call.leaving is not None:
+                self.sched.notify_all(call.leaving)
 
     def _timed_out(self, call: _Call, rank: int, limit: float, error: type[Exception]) -> Any:
         g = call.group
@@ -228,6 +237,7 @@ class DistWorld:
         self.hangs[rank] = HangInfo(rank, f"{call.kind} #{call.seq} on {g.name}", call.started,
                                     self.sched.now - call.started, missing, self.where(task))
         g.aborted = f"rank {rank} timed out in {call.kind} waiting for ranks {missing}"
+        self._wake_leavers(g)
         self._note(rank, call.kind, g.name, f"timeout waiting for ranks {missing}")
         raise error(f"[simfs] Rank {rank}: {call.kind} on {g.name} timed out after {limit:g}s "
                     f"(virtual); ranks {missing} never arrived")
