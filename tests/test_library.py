@@ -21,8 +21,10 @@ import scenarios
 import scenarios.library
 import simfs
 from scenarios.library._common import ALL_PROFILES, BrokenCheckpoint
+from scenarios.library.drift import Raced
 from scenarios.registry import Scenario, all_scenarios
 from simfs.errors import RankError
+from simfs.faults import Pause
 from simfs.runspec import job_reference, resolve_job
 
 pytestmark = pytest.mark.filterwarnings("ignore:Detected an existing checkpoint:UserWarning")  # DCP overwriting
@@ -63,7 +65,8 @@ def _judge(sc: Scenario, result: simfs.Result) -> None:
 def test_loading_the_library_registers_every_family_module() -> None:
     modules = {m.name for m in pkgutil.iter_modules(scenarios.library.__path__) if not m.name.startswith("_")}
     assert {sc.job.__module__.rsplit(".", 1)[1] for sc in LIBRARY} == modules
-    assert {"makedirs", "wait", "decide", "latest", "rotation", "locks", "sync", "dcp", "checkpoint"} <= set(FAMILIES)
+    assert {"makedirs", "wait", "decide", "latest", "rotation", "locks", "sync", "dcp", "checkpoint",
+            "drift"} <= set(FAMILIES)
 
 
 @pytest.mark.parametrize("sc", LIBRARY, ids=lambda sc: sc.name)
@@ -92,6 +95,10 @@ def test_each_family_pairs_a_naive_pattern_with_its_fix(family: str) -> None:
 # -- failures: a fixed seed and fault shows each one ------------------------------------------------
 
 LATE_RANK0 = [simfs.SlowRank(rank=0, delay=60.0)]  # a slow import, a node that joined late
+LATE_CHECK = [Pause(rank=1, before_op=0, seconds=1.0)]  # rank 1 checks a second after the others
+CREATED_NOT_WRITTEN = [Pause(rank=0, before_op=2, seconds=2.0),
+                       *(Pause(rank=r, before_op=0, seconds=1.0) for r in (1, 2, 3))]
+BETWEEN_CHECK_AND_OPEN = [Pause(rank=1, before_op=1, seconds=1.0), Pause(rank=0, before_op=5, seconds=2.0)]
 # (scenario, profile) -> (seed, faults, what the failing rank raises; "hung": a collective
 # nobody else reaches; "check": the scenario's check rejects what the ranks returned)
 FAILURES: dict[tuple[str, str], tuple[int, list[simfs.faults.Fault], type[BaseException] | str]] = {
@@ -103,8 +110,8 @@ FAILURES: dict[tuple[str, str], tuple[int, list[simfs.faults.Fault], type[BaseEx
     **{("wait-fixed-timeout", p): (0, LATE_RANK0, TimeoutError) for p in ALL_PROFILES},
     ("decide-from-exists", "nfs"): (0, [], "hung"),
     ("decide-from-exists", "objectstore"): (0, [], "hung"),
-    **{("rotate-every-node", p): (0, [], FileNotFoundError) for p in ALL_PROFILES},
-    ("flock-counter", "beegfs"): (2, [], "check"),
+    **{("rotate-every-node", p): (22 if p == "local" else 0, [], FileNotFoundError) for p in ALL_PROFILES},
+    ("flock-counter", "beegfs"): (5, [], "check"),
     ("flock-counter", "objectstore"): (0, [], OSError),  # ESTALE: the other node's upload won
     ("filelock-counter", "objectstore"): (0, [], OSError),
     ("download-cache-flock", "beegfs"): (0, [], shutil.SameFileError),
@@ -114,6 +121,20 @@ FAILURES: dict[tuple[str, str], tuple[int, list[simfs.faults.Fault], type[BaseEx
     # node 1's ranks looked for the directory before rank 0 made it: NFS's lookup cache still says no
     ("lightning-test-best", "nfs"): (0, [], FileNotFoundError),
     ("datasets-every-rank-asks", "nfs"): (0, [], FileNotFoundError),
+    # drift: the seed's wake-ups alone, or a pause where a slower rank (or its work) would be
+    **{("drift-check-after-barrier", p): (0, [] if p != "objectstore" else LATE_CHECK, Raced) for p in ALL_PROFILES},
+    **{("drift-check-after-broadcast", p): (0, [], Raced) for p in ALL_PROFILES},
+    # rank 3 gets the seed from rank 1, not the root: it may arrive (and check) after the root wrote
+    # (61 s: node 1's other rank cached "not found" when it checked; NFS keeps that up to acdirmax)
+    **{("drift-check-before-broadcast", p): (0, [simfs.SlowRank(rank=3, delay=61.0)], Raced) for p in ALL_PROFILES},
+    **{("drift-check-after-allreduce", p): (0, [] if p != "objectstore" else LATE_CHECK, Raced) for p in ALL_PROFILES},
+    # rank 0 created the file and is slow to write it; the others look a second later
+    **{("drift-version-file", p): (0, CREATED_NOT_WRITTEN, Raced) for p in ALL_PROFILES},
+    # rank 1 found the pointer, rank 0 removed it and is slow to recreate it
+    **{("drift-pointer-recreated", p): (0, BETWEEN_CHECK_AND_OPEN, FileNotFoundError if p != "objectstore" else OSError)
+       for p in ALL_PROFILES},
+    **{("drift-lock-released-early", p): (0, [Pause(rank=0, before_op=6, seconds=0.01)], Raced)
+       for p in ("local", "nfs", "lustre")},
 }
 
 
@@ -167,9 +188,9 @@ CRASHES: dict[tuple[str, str], tuple[int, tuple[int | None, str, str, int], type
     **{("latest-in-place", p): (0, (0, "write", TRACKER, 2), BrokenCheckpoint)
        for p in ("local", "local-posix", "nfs", "lustre")},
     **{("dcp-overwrite", p): (seed, (0, "rename", METADATA_TMP, 2), BrokenCheckpoint)
-       for p, seed in (("local", 1), ("local-posix", 1), ("nfs", 0), ("lustre", 0), ("objectstore", 0))},
+       for p, seed in (("local", 1), ("local-posix", 2), ("nfs", 0), ("lustre", 0), ("objectstore", 0))},
     **{("sync-trusting-manifest", p): (seed, (1, "write", MANIFEST, 2), WRONG_COPY)
-       for p, seed in (("local", 2), ("local-posix", 0), ("nfs", 2), ("lustre", 1), ("objectstore", 2))},
+       for p, seed in (("local", 2), ("local-posix", 0), ("nfs", 0), ("lustre", 1), ("objectstore", 0))},
     # rank 0's node dies as torch.save writes the second checkpoint into the file its open truncated
     **{("ddp-save-in-place", p): (0, (0, "write", DDP_CHECKPOINT, 2), BrokenCheckpoint)
        for p in ("local", "local-posix", "nfs", "lustre")},

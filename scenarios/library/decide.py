@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+import torch
 import torch.distributed as dist
 
 import coord
@@ -26,10 +27,13 @@ def _evaluate() -> None:
 
 
 def _train(exists: Callable[[], bool]) -> None:
-    """Resume if a checkpoint exists (none yet), train, rank 0 saves, then evaluate it if it exists."""
+    """Resume if a checkpoint exists (none yet), train, rank 0 saves, then evaluate it if it exists.
+    Training is an all-reduce, which no rank leaves before every rank arrived: rank 0 saves only
+    after every rank looked for a checkpoint to resume from."""
     coord.makedirs_once(RUN)
     if exists():
         _evaluate()
+    dist.all_reduce(torch.zeros(1))  # a training step's gradients
     if dist.get_rank() == 0:
         write_file(CKPT, b"step 1")
     dist.barrier()
