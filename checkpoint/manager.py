@@ -33,6 +33,8 @@ from .loader import load
 from .saver import save
 from .steps import State, listing, state, step_name
 
+_RELISTS = 8  # listings of the steps a load of the newest tries while they keep changing
+
 T = TypeVar("T")
 log = logging.getLogger("checkpoint")
 DEFAULT_LEASE_TIMEOUT = 6 * 3600.0
@@ -127,13 +129,22 @@ class CheckpointManager:
         unmark(directory)  # a deletion that crashed after uncommitting it must not take the new save
 
     def _lease(self, step: int | None) -> tuple[int, str]:
-        """The step to load (``step``, or the newest committed) and a lease on it."""
-        for candidate in [step] if step is not None else listing(self.root):
-            lease = acquire(self.path(candidate))
-            if lease is not None:
-                if state(self.path(candidate)) is State.COMMITTED:
-                    return candidate, lease
-                release(lease)
+        """The step to load (``step``, or the newest committed) and a lease on it. The newest is
+        looked for again while the listing changes: a saver that committed a step and retired the
+        listed ones between this listing and its leases (this process paused in between) leaves
+        none of them, and the new one unlisted."""
+        tried: list[int] | None = None
+        for _ in range(_RELISTS):
+            candidates = [step] if step is not None else listing(self.root)
+            if candidates == tried:
+                break
+            for candidate in candidates:
+                lease = acquire(self.path(candidate))
+                if lease is not None:
+                    if state(self.path(candidate)) is State.COMMITTED:
+                        return candidate, lease
+                    release(lease)
+            tried = candidates
         what = f"step {step}" if step is not None else "any step"
         raise CheckpointNotFound(f"no committed checkpoint of {what} under {self.root}")
 

@@ -12,6 +12,7 @@ finds the successor and raises LockLost instead of carrying on."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -129,7 +130,10 @@ class FileLock:
             f.flush()
             os.fsync(f.fileno())
         if self._superseded(gen) or (gen > 0 and not os.path.exists(self._name(gen - 1))):
-            os.unlink(name)  # a stale view: someone moved past this generation already
+            # a stale view: someone moved past this generation already, and its holder's cleanup
+            # may have removed this file already (this process paused since it made it)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
             return False
         return True
 

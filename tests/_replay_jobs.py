@@ -79,3 +79,23 @@ def write_named(name: str, *, size: int = 1) -> list:
     with open(f"/shared/{name}-{rank}", "wb") as f:
         f.write(b"x" * size)
     return sorted(os.listdir("/shared"))
+
+
+def collective_timing() -> tuple:
+    """When each rank leaves a barrier, a broadcast and an all-reduce, and what it then saw."""
+    import torch
+
+    rank = dist.get_rank()
+    times = []
+    dist.barrier()
+    times.append(round(time.monotonic(), 9))
+    seed = torch.tensor([rank + 1])
+    dist.broadcast(seed, src=0)
+    times.append(round(time.monotonic(), 9))
+    if rank == 0:
+        with open("/shared/marker", "w") as f:
+            f.write("x")
+    seen = os.path.exists("/shared/marker")
+    dist.all_reduce(seed)
+    times.append(round(time.monotonic(), 9))
+    return rank, times, seen, int(seed.item())

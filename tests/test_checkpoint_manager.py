@@ -171,6 +171,33 @@ def test_a_leased_step_survives_retention_until_its_lease_is_released_or_stale(t
     assert mgr.steps() == [4] and not os.path.exists(mgr.path(3))
 
 
+def test_a_load_whose_listing_went_stale_before_its_lease_looks_again(tmp_path, monkeypatch):
+    """The loader listed step 1, then paused; meanwhile a saver committed step 2 and retired 1
+    (simfs found it: a rank paused 42 ms between listing the steps and looking at one)."""
+    saver = CheckpointManager(tmp_path, keep=1)
+    saver.save(1, _sd(1))
+    loader = CheckpointManager(tmp_path, keep=1)
+    real = checkpoint.manager.listing
+    listings: list[list[int]] = []
+
+    rotating = []
+
+    def listing_then_rotation(root: str) -> list[int]:
+        steps = real(root)
+        if rotating:  # the saver's own retention
+            return steps
+        if not listings:
+            rotating.append(True)
+            saver.save(2, _sd(2))  # while this process paused
+            rotating.clear()
+        listings.append(steps)
+        return steps
+
+    monkeypatch.setattr(checkpoint.manager, "listing", listing_then_rotation)
+    assert _loaded(loader) == (2, 2.0, 2)
+    assert listings == [[1], [2]]
+
+
 def test_a_step_marked_for_deletion_is_neither_latest_nor_loaded_and_goes_at_the_next_save(tmp_path):
     mgr = CheckpointManager(tmp_path, keep=3)
     mgr.save(1, _sd(1))

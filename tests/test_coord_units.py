@@ -451,6 +451,24 @@ def test_filelock_generations_cleaned_up(tmp_path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["lock.000000000000", "lock.000000000005"]
 
 
+def test_filelock_a_stale_generation_its_maker_paused_on_is_not_an_error_once_cleaned_up(tmp_path) -> None:
+    """A process makes generation 1, finds it superseded, and pauses before removing it; the
+    new holder's cleanup removes it first (simfs found it: a rank paused 65 ms there)."""
+    with coord.FileLock(tmp_path / "lock"):  # generation 0
+        pass
+    late = coord.FileLock(tmp_path / "lock")
+    winner = coord.FileLock(tmp_path / "lock")
+
+    def superseded_meanwhile(gen: int) -> bool:
+        winner._try_take(gen + 1)  # another process took the next generation
+        winner._cleanup([gen])  # and cleaned up the older ones, this process's new file too
+        return True
+
+    late._superseded = superseded_meanwhile  # type: ignore[method-assign]
+    assert late._try_take(1) is False  # not FileNotFoundError
+    assert _gen_files(tmp_path) == ["lock.000000000000", "lock.000000000002"]
+
+
 def test_filelock_timeout_names_the_holder(tmp_path) -> None:
     holder = coord.FileLock(tmp_path / "lock", lease=30)
     holder.acquire()
