@@ -96,8 +96,8 @@ def describe(target: Target, example: Example, execution: Execution) -> str:
         if f.where:
             lines.append(f"  at {f.where}")
     lines.append(f"target: {target.describe()}")
-    what = [_pause_words(fault, execution.job) if isinstance(fault, Pause) else _fault_words(fault, target.ranks_per_node)
-            for fault in example.faults]
+    what = [_pause_words(fault, execution.job) if isinstance(fault, Pause)
+            else _fault_words(fault, target.ranks_per_node) for fault in example.faults]
     if example.crash is not None and execution.crash_fired:
         what.append("crash: " + _crash_words(example.crash, execution))
     stale = []

@@ -14,8 +14,8 @@ from typing import Any
 from simfs import carriers, checks
 from simfs.faults import fault_from_dict, fault_to_dict
 from simfs.profiles import Profile
-from simfs.runtime.dist import LOCKSTEP
 from simfs.runspec import hash_mismatch, hash_seed, job_reference, profile_from_spec, profile_spec, resolve_job
+from simfs.runtime.dist import LOCKSTEP
 
 from .example import Crash, Example
 from .target import Target

@@ -152,10 +152,12 @@ class DistWorld:
         def peers(c: _Call = call) -> list[int]:
             return [r for r in c.group.ranks if r not in c.arrived]
 
+        def staying(c: _Call = call) -> list[int]:
+            return [r for r in c.group.ranks if r not in c.left]
+
         call.queue = WaitQueue(f"{kind} #{seq} on {g.name}", peers)
         if self.wakeups is not None:
-            call.leaving = WaitQueue(f"{kind} #{seq} on {g.name} until every member left it",
-                                     lambda c=call: [r for r in c.group.ranks if r not in c.left])
+            call.leaving = WaitQueue(f"{kind} #{seq} on {g.name} until every member left it", staying)
             n = len(g.ranks)
             call.meeting = Meeting([program(kind, n, me, root, nbytes) for me in range(n)], self.latency,
                                    self.bandwidth)

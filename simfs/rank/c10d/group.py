@@ -84,8 +84,10 @@ class SimProcessGroup(dist.ProcessGroup):
         return f"<simfs ProcessGroup {self._host_name} rank {self._rank} of {self._size}>"
 
     # -- the meeting ---------------------------------------------------------------------------------
-    def _meet(self, kind: str, payload: Any, nbytes: int = 0, timeout: float | None = None, root: int = -1) -> list[Any]:
-        return self._host.collective_named(self._host_name, kind, payload, timeout=timeout, nbytes=nbytes, root=root)
+    def _meet(self, kind: str, payload: Any, nbytes: int = 0, timeout: float | None = None,
+              root: int = -1) -> list[Any]:
+        return self._host.collective_named(self._host_name, kind, payload, timeout=timeout, nbytes=nbytes,
+                                           root=root)
 
     # -- collectives ---------------------------------------------------------------------------------
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:  # type: ignore[override]
