@@ -358,7 +358,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--crashes", choices=("off", "on", "exhaustive"), default="off",
                      help="a job: crash nodes/servers at uniform points (on) or walk every crash state (exhaustive)")
     run.add_argument("--faults", default="default",
-                     help="a job: fault kinds: default (interleave,cache,skew), all, none, or a comma list")
+                     help="a job: fault kinds: default (interleave,cache,skew,drift), all, none, or a comma list")
     run.set_defaults(func=cmd_run)
 
     report = sub.add_parser("report", formatter_class=fmt, help="work with reports `simfs run` wrote")

@@ -1,7 +1,7 @@
 """``scenarios.explore``: a Hypothesis search over everything the simulation decides --
-interleavings, cache lifetimes within the profile's ranges, start skew, slow operations, errno
-injections, crash points and crash states -- for a run that breaks the property, shrunk to a
-minimal example that replays exactly."""
+interleavings, cache lifetimes within the profile's ranges, start skew, wake-ups and pauses,
+slow operations, errno injections, crash points and crash states -- for a run that breaks the
+property, shrunk to a minimal example that replays exactly."""
 
 from __future__ import annotations
 
@@ -133,7 +133,8 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     """Search for a run of ``job`` (then ``recover`` on the restarted cluster) where a rank
     raises, hangs, or ``check(result)`` fails; return the minimal one found, or a pass.
 
-    ``faults``: "default" (interleavings, cache lifetimes, start skew), "all" (also slow
+    ``faults``: "default" (interleavings, cache lifetimes, start skew, drift: the ranks'
+    wake-ups as they leave collectives and pauses between operations), "all" (also slow
     operations and errno injection), "none", or kinds from ``scenarios.mix.KINDS``; each
     example enables a random subset. ``crashes=True`` adds node, server and whole-cluster
     crashes at uniformly drawn operations; ``"exhaustive"`` walks every crash state of the

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import DataObject
 
 from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, Pause, PowerLoss, SlowOps, SlowRank
+from simfs.runtime.wakeup import SLICE
 
 from .draws import position, uniform_position
 from .example import PICK_SCALE, Crash, Example
@@ -29,7 +30,7 @@ SKEW_SCALES = (1.0, 10.0, 60.0, 300.0)
 PAUSE_SCALES = (
     5e-4,  # kernel/sched/fair.c sysctl_sched_migration_cost = 0.5 ms: what the scheduler takes a
     #        task's cache warmth to be worth; wake-ups and cross-CPU migrations cost up to this
-    3e-3,  # kernel/sched/fair.c: a slice of another task on the rank's CPU (runtime/wakeup.py SLICE)
+    SLICE,  # kernel/sched/fair.c: a slice of another task on the rank's CPU (3 ms, runtime/wakeup.py)
     0.2,  # mm/page-writeback.c MAX_PAUSE = HZ/5: balance_dirty_pages stops a writer for up to 200 ms
     #       once the node's dirty pages pass their limit; a full collection of CPython's heap is as long
     2.0,  # the job's own work between two operations, which costs no virtual time in simfs: rank 0
