@@ -1,6 +1,7 @@
 """Reach: the races a real launcher hits, side by side with how soon the default search finds them.
 
-  python benchmarks/reach.py [--runs 10] [--seeds 5] [--examples 200] [--carriers greenlet,process] [--record]
+  python benchmarks/reach.py [--runs 10] [--seeds 5] [--examples 200] [--carriers greenlet,process]
+                             [--only NAME] [--record]
 
 Each shape of the drift family (scenarios/library/drift.py), as users write it and fixed, runs
 two ways in one run of this script:
@@ -107,6 +108,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--examples", type=int, default=200, help="the search's budget per seed")
     parser.add_argument("--carriers", default="greenlet,process")
+    parser.add_argument("--only", default="", help="the shapes whose naive scenario's name contains this")
     add_record_flag(parser)
     args = parser.parse_args()
     carriers = args.carriers.split(",")
@@ -115,7 +117,7 @@ def main() -> None:
     data: list[dict[str, Any]] = []
     misses: list[str] = []
     try:
-        for shape in SHAPES:
+        for shape in [s for s in SHAPES if args.only in s.naive]:
             start = time.perf_counter()
             hits, errors = torchrun_hits(shape.naive, args.runs, out)
             fixed_hits, _ = torchrun_hits(shape.fixed, args.runs, out)

@@ -277,27 +277,26 @@ def _write(whole_under_lock: bool) -> None:
         os.close(fd)
 
 
+def _publish_and_poll(whole_under_lock: bool) -> None:
+    dist.barrier()
+    if dist.get_rank() == 0:
+        _write(whole_under_lock)
+    else:
+        _read_when_there()
+    dist.barrier()
+
+
 @scenario("drift-lock-released-early", expect=dict.fromkeys(LOCKING_PROFILES, "fail"), family=FAMILY,
           tags=("naive",))
 def lock_released_early() -> None:
     """Rank 0 releases the data's lock once the header is written; the others poll for the data under it.
 
     A reader whose poll takes the lock between the release and the last chunk reads part of it."""
-    dist.barrier()
-    if dist.get_rank() == 0:
-        _write(whole_under_lock=False)
-    else:
-        _read_when_there()
-    dist.barrier()
+    _publish_and_poll(whole_under_lock=False)
 
 
 @scenario("drift-lock-held-to-the-end", expect=dict.fromkeys(LOCKING_PROFILES, "pass"), family=FAMILY,
           tags=("fixed",))
 def lock_held_to_the_end() -> None:
     """Rank 0 releases the lock only once the whole file is written and closed."""
-    dist.barrier()
-    if dist.get_rank() == 0:
-        _write(whole_under_lock=True)
-    else:
-        _read_when_there()
-    dist.barrier()
+    _publish_and_poll(whole_under_lock=True)
