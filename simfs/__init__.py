@@ -17,7 +17,7 @@ from .errors import (
     RankOutOfMemory,
     SimfsError,
 )
-from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, PowerLoss, SlowOps, SlowRank
+from .faults import CrashNode, CrashServer, EvictClient, InjectErrno, Pause, PowerLoss, SlowOps, SlowRank
 from .plaindata import Foreign
 from .profiles import Profile
 from .report import CrashInfo, HangInfo, Result, ThreadError, TraceEvent
@@ -41,6 +41,7 @@ __all__ = [
     "InjectErrno",
     "Interrupted",
     "OutsideSimulation",
+    "Pause",
     "PowerLoss",
     "Profile",
     "RankDied",
