@@ -5,6 +5,7 @@ rather than every fault at a fixed rate, which hides bugs that one kind of fault
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -26,7 +27,7 @@ SKEW_SCALES = (1.0, 10.0, 60.0, 300.0)
 # from the example's timing bytes) and a few pauses between operations, PCT-style (Burckhardt et
 # al., ASPLOS 2010: a few change points drawn uniformly over the run's steps find any bug of small
 # depth with a stated probability); at most MAX_PAUSES, each at an operation drawn uniformly over
-# its rank's operations in the recorded run, for a duration from one of these scales:
+# its rank's operations in the recorded run, for a duration up to one of these bounds:
 PAUSE_SCALES = (
     5e-4,  # kernel/sched/fair.c sysctl_sched_migration_cost = 0.5 ms: what the scheduler takes a
     #        task's cache warmth to be worth; wake-ups and cross-CPU migrations cost up to this
@@ -37,6 +38,11 @@ PAUSE_SCALES = (
     #       logging, evaluating or saving while the others go on (seconds)
 )
 MAX_PAUSES = 3
+# drift in three examples of four: what real ranks always do; the fourth keeps the ranks that meet
+# leaving together, as a race that needs them simultaneous does
+_DRIFT_OR_NOT = st.sampled_from((True, True, True, False))
+_PAUSE = struct.Struct(">HHBH")  # a pause's rank, operation (fractions of 2**16), bound, duration
+_PAUSE_BYTES = 1 + MAX_PAUSES * _PAUSE.size
 SLOW_SCALES = (0.001, 0.01, 0.1, 1.0)  # extra virtual seconds per filesystem operation of a node
 ERRNOS = ("EIO", "ENOSPC", "EDQUOT", "ESTALE")
 # Hypothesis keeps the choices of one example within a few kilobytes; decisions past the end of
@@ -91,7 +97,7 @@ def _buffer(data: DataObject, size: int) -> bytes:
 
 def draw_example(data: DataObject, space: Space) -> Example:
     """An example without a crash: each kind of the space on or off, then its parameters."""
-    on = {kind for kind in space.kinds if data.draw(st.booleans())}
+    on = {kind for kind in space.kinds if data.draw(_DRIFT_OR_NOT if kind == "drift" else st.booleans())}
     faults: list[Fault] = []
     if "skew" in on:
         late = data.draw(st.lists(st.integers(0, space.world_size - 1), min_size=1, max_size=space.world_size,
@@ -115,14 +121,18 @@ def draw_example(data: DataObject, space: Space) -> Example:
 
 
 def _pauses(data: DataObject, space: Space) -> list[Pause]:
-    """Up to MAX_PAUSES change points: a rank, one of its operations, a duration (shrinking
-    removes them, then moves each to the rank's first operation and the shortest pause)."""
+    """One to MAX_PAUSES change points read from one drawn byte string (fresh bytes each example:
+    Hypothesis's own integers repeat an earlier example's values more often): a rank and one of
+    its operations, each uniform, and a duration log-uniform over the three decades below a bound.
+    Shrinking lowers the bytes: one pause, rank 0's first operation, the shortest duration."""
+    raw = data.draw(st.binary(min_size=_PAUSE_BYTES, max_size=_PAUSE_BYTES))
     pauses = []
-    for _ in range(data.draw(st.integers(0, MAX_PAUSES))):
-        rank = data.draw(st.integers(0, space.world_size - 1))
+    for i in range(1 + raw[0] % MAX_PAUSES):
+        rank, before, bound, length = _PAUSE.unpack_from(raw, 1 + i * _PAUSE.size)
+        rank = rank * space.world_size >> 16
         ops = space.rank_ops[rank] if rank < len(space.rank_ops) else 0
-        before = position(data.draw(uniform_position), ops) if ops else 0
-        pauses.append(Pause(rank, before, round(_scaled(data, PAUSE_SCALES), 7)))
+        seconds = PAUSE_SCALES[bound % len(PAUSE_SCALES)] * 1000.0 ** (length / 65536 - 1)
+        pauses.append(Pause(rank, before * ops >> 16, float(f"{seconds:.3g}")))
     return pauses
 
 

@@ -14,11 +14,19 @@ from ..choices import ChoiceSource
 SLICE = 3e-3
 
 
+# the draws spread over this many halvings of SLICE (3 ms down to ~0.7 us), each as likely: most
+# wake-ups are quick, some wait out a slice, and a race a few operations wide is reached as often
+# as one a slice wide
+OCTAVES = 12
+
+
 class Wakeups:
-    """Draws each wait's wake-up delay, in [0, SLICE) virtual seconds."""
+    """Draws each wait's wake-up delay, in [0, SLICE) virtual seconds: 0 for a zero draw, else
+    log-uniform from SLICE / 2**OCTAVES up (a smaller draw, a shorter delay)."""
 
     def __init__(self, source: ChoiceSource) -> None:
         self._source = source
 
     def delay(self) -> float:
-        return SLICE * self._source.fraction()
+        f = self._source.fraction()
+        return SLICE * 2.0 ** (-OCTAVES * (1.0 - f)) if f > 0 else 0.0
