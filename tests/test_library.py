@@ -121,13 +121,13 @@ FAILURES: dict[tuple[str, str], tuple[int, list[simfs.faults.Fault], type[BaseEx
     # node 1's ranks looked for the directory before rank 0 made it: NFS's lookup cache still says no
     ("lightning-test-best", "nfs"): (0, [], FileNotFoundError),
     ("datasets-every-rank-asks", "nfs"): (0, [], FileNotFoundError),
-    # drift: the seed's wake-ups alone, or a pause where a slower rank (or its work) would be
-    **{("drift-check-after-barrier", p): (0, [] if p != "objectstore" else LATE_CHECK, Raced) for p in ALL_PROFILES},
+    # drift: a pause where a slower rank (or its work) would be, or the broadcast's root leaving first
+    **{("drift-check-after-barrier", p): (0, LATE_CHECK, Raced) for p in ALL_PROFILES},
     **{("drift-check-after-broadcast", p): (0, [], Raced) for p in ALL_PROFILES},
     # rank 3 gets the seed from rank 1, not the root: it may arrive (and check) after the root wrote
     # (61 s: node 1's other rank cached "not found" when it checked; NFS keeps that up to acdirmax)
     **{("drift-check-before-broadcast", p): (0, [simfs.SlowRank(rank=3, delay=61.0)], Raced) for p in ALL_PROFILES},
-    **{("drift-check-after-allreduce", p): (0, [] if p != "objectstore" else LATE_CHECK, Raced) for p in ALL_PROFILES},
+    **{("drift-check-after-allreduce", p): (0, LATE_CHECK, Raced) for p in ALL_PROFILES},
     # rank 0 created the file and is slow to write it; the others look a second later
     **{("drift-version-file", p): (0, CREATED_NOT_WRITTEN, Raced) for p in ALL_PROFILES},
     # rank 1 found the pointer, rank 0 removed it and is slow to recreate it

@@ -171,15 +171,9 @@ class Run:
             machine.outputs[rank] = Capture()
             self.fs.proc[node].add(proc.pid, proc.pid - local_rank - 1, ["python", *sys.argv[1:]], env)
         for proc in list(machine.processes):
-            delay = machine.faults.start_delays.get(proc.rank, 0.0) + self._left_rendezvous()
+            delay = machine.faults.start_delays.get(proc.rank, 0.0)
             sched.spawn(self.carrier.start(proc, job, args, kwargs), proc.rank, proc, f"rank{proc.rank}", is_main=True,
                         start_at=sched.now + delay, gr_context=caller_context.copy())
-
-    def _left_rendezvous(self) -> float:
-        """A job whose default group exists before it starts (dist_initialized) starts on each rank
-        as that rank left the group's rendezvous: after its own wake-up (runtime/wakeup.py)."""
-        wakeups = self.world.wakeups
-        return wakeups.delay() if wakeups is not None and self.settings.dist_initialized else 0.0
 
     def _end_process(self, proc: Process, reason: str) -> None:
         """The process is over: its remaining threads end with it and the kernel closes the
