@@ -216,13 +216,23 @@ def test_a_finding_names_each_pause_in_words() -> None:
 
 # -- the search reaches the shapes on its defaults ---------------------------------------------------
 
-@pytest.mark.parametrize("job", [drift.check_after_barrier, drift.check_after_allreduce, drift.check_after_broadcast,
-                                 drift.version_file])
+@pytest.mark.parametrize("job", [drift.check_after_barrier, drift.check_after_allreduce, drift.check_after_broadcast])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_default_search_finds_a_race_after_a_collective_within_twenty_examples(job: Any, seed: int) -> None:
+    """Shapes a real torchrun hits in at least one run in ten (reports/BENCHMARKS.md): within 20 at every seed."""
     found = scenarios.explore(job, nodes=1, ranks_per_node=4, profile="local", max_examples=20, seed=seed,
                               carrier="greenlet", database=None, shrink_time=0)
     assert found.failed and found.found_at <= 20, str(found)
+    assert "Raced" in (found.failure.error if found.failure else "")
+
+
+@pytest.mark.parametrize("job", [drift.check_before_broadcast, drift.version_file])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_default_search_finds_a_rare_race_within_two_hundred_examples(job: Any, seed: int) -> None:
+    """Shapes a real torchrun hits in fewer than one run in ten: within 200 examples."""
+    found = scenarios.explore(job, nodes=1, ranks_per_node=4, profile="local", max_examples=200, seed=seed,
+                              carrier="greenlet", database=None, shrink_time=0)
+    assert found.failed and found.found_at <= 200, str(found)
     assert "Raced" in (found.failure.error if found.failure else "")
 
 
