@@ -756,6 +756,38 @@ DESCRIPTORS = [
     A("mmap.mmap of a simulated file, read-only", _mmap_simulated_file_read_only, expect=b"sim"),
 ]
 
+
+def _forged(name: str, *args: Callable[[Ctx], Any]) -> Callable[[Ctx], Any]:
+    """A system call sent to the host as the rank's own client sends it (on greenlet ranks: the
+    host's handler called directly), naming what ``args`` give: a real descriptor the host holds."""
+    def act(c: Ctx) -> Any:
+        from simfs.port import schema
+        from simfs.tasks.task import current_task
+
+        calls = current_task().context.sys
+        values = [arg(c) for arg in args]
+        if hasattr(calls, "_ask"):  # a rank process's SyscallsClient
+            return calls._ask(schema.SystemCall(name, values, {}))
+        return getattr(calls, name)(*values)
+    return act
+
+
+def _host_fd(c: Ctx) -> int:
+    return c.fd
+
+
+# what a forged request names: a real descriptor of the host, or its console; only EBADF is right
+FORGED = [
+    A("forged write(host fd)", _forged("write", _host_fd, lambda c: b"escaped"), errnos=EBADF, expect=REFUSE_ONLY),
+    A("forged write(1)", _forged("write", lambda c: 1, lambda c: b"forged line\n"), errnos=EBADF, expect=REFUSE_ONLY),
+    A("forged read(host fd)", _forged("read", _host_fd, lambda c: 64), errnos=EBADF, expect=REFUSE_ONLY),
+    A("forged read(0)", _forged("read", lambda c: 0, lambda c: 64), errnos=EBADF, expect=REFUSE_ONLY),
+    A("forged close(host fd)", _forged("close", _host_fd), errnos=EBADF, expect=REFUSE_ONLY),
+    A("forged close(2)", _forged("close", lambda c: 2), errnos=EBADF, expect=REFUSE_ONLY),
+    A("forged fstat(host fd)", _forged("fstat", _host_fd), errnos=EBADF, expect=REFUSE_ONLY),
+    A("forged isatty(host fd)", _forged("isatty", _host_fd), errnos=EBADF, expect=REFUSE_ONLY),
+]
+
 SIGNALS = [
     *[A(f"signal.raise_signal({name})", lambda c, name=name: signal.raise_signal(getattr(signal, name)),
         "raise_signal", dies=name) for name in ("SIGUSR1", "SIGTERM")],
@@ -909,6 +941,16 @@ def test_descriptors(env: Env, a: Attempt) -> None:
     """Real descriptor numbers the host holds (1, a file it has open) are not the rank's: closing,
     duplicating, writing, seeking, flagging, locking or mapping them leaves the host's alone."""
     check(env, a)
+
+
+@pytest.mark.parametrize("carrier", ["greenlet", "process"])
+@pytest.mark.parametrize("a", params(FORGED))
+def test_a_request_naming_a_real_descriptor_of_the_host_gets_ebadf(env: Env, a: Attempt, carrier: str) -> None:
+    """The host acts only on descriptors it opened for the rank: a request a rank forges that names
+    one of the host's own (its console, a file it holds open) is answered EBADF and changes nothing."""
+    result, problems = env.run(_in_rank, a, env.ctx, carrier=carrier)
+    problems = judge(a, result) + problems
+    assert not problems, f"{a.id}:\n" + "\n".join(problems)
 
 
 @pytest.mark.parametrize("a", params(SIGNALS))

@@ -66,6 +66,9 @@ class Process:
         self._urandom: Random | None = None
         self._tempnames: Random | None = None
         self.fds: dict[int, Any] = {}  # the kernel's open file descriptions (runtime/syscalls/openfile.py)
+        # real descriptors the host opened for this process (a greenlet rank's reads of the Python
+        # installation): the only real ones its calls may name; a rank process opens its own
+        self.real_fds: set[int] = set()
         self.console = Console()
         self.signal_handlers: dict[int, Any] = dict(_PYTHON_SIGNAL_DEFAULTS)
         self.atexit: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []

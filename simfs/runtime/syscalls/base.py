@@ -82,6 +82,13 @@ class SyscallsBase:
         of = self.proc.fds.get(_number(fd))
         return of if isinstance(of, NullFile) else None
 
+    def _real_fd(self, fd: int) -> int:
+        """A real descriptor the host opened for this process; EBADF for every other one: the
+        host's own descriptors (its channels, consoles, logs) are never a rank's."""
+        if fd not in self.proc.real_fds:
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+        return fd
+
     def _described(self, fd: Any) -> OpenFile | NullFile:
         """What ``fd`` names, an OpenFile or a NullFile; EBADF where it names nothing."""
         of: OpenFile | NullFile | None = self.proc.fds.get(_number(fd))

@@ -29,7 +29,9 @@ class FileCalls(SyscallsBase):
         if p == NullFile.path:
             return self._open_null(flags)
         if self.machine.is_real(p):
-            return native.open_file(p, flags, mode, path)
+            fd = native.open_file(p, flags, mode, path)
+            self.proc.real_fds.add(fd)
+            return fd
         if _O_TMPFILE and flags & _O_TMPFILE == _O_TMPFILE:
             raise OSError(errno.EOPNOTSUPP, "simfs: O_TMPFILE is not supported", path)
         return self._op("open", p, path, lambda: self._open(p, flags, mode))
@@ -99,7 +101,9 @@ class FileCalls(SyscallsBase):
 
     def close(self, fd: int) -> None:
         if fd < FD_BASE:
-            return _real.close(fd)
+            _real.close(self._real_fd(fd))
+            self.proc.real_fds.discard(fd)
+            return None
         described = self._described(fd)
         del self.proc.fds[fd]
         described.refs -= 1
@@ -167,7 +171,7 @@ class FileCalls(SyscallsBase):
 
     def read(self, fd: int, n: int) -> bytes:
         if fd < FD_BASE:
-            return _real.read(fd, n)
+            return _real.read(self._real_fd(fd), n)
         if n < 0:
             raise ValueError("negative read length")
         if self._null_io(fd, write=False):
@@ -195,7 +199,7 @@ class FileCalls(SyscallsBase):
 
     def write(self, fd: int, data: Any) -> int:
         if fd < FD_BASE:
-            return _real.write(fd, data)
+            return _real.write(self._real_fd(fd), data)
         if self._null_io(fd, write=True):
             return len(frozen(data))
         of = self._fd(fd)
@@ -303,7 +307,7 @@ class FileCalls(SyscallsBase):
 
     def isatty(self, fd: int) -> bool:
         if fd < FD_BASE:
-            return _real.isatty(fd)
+            return _real.isatty(self._real_fd(fd))
         self._described(fd)
         return False
 
@@ -342,7 +346,7 @@ class FileCalls(SyscallsBase):
 
     def exit_process(self) -> None:
         """The process ends: the kernel closes what it left open (flushing dirty data)."""
-        for fd in sorted(self.proc.fds):
+        for fd in sorted(self.proc.fds) + sorted(self.proc.real_fds):
             with contextlib.suppress(OSError):  # an exiting process never sees its implicit closes' errors
                 self.close(fd)
         self.proc.alive = False

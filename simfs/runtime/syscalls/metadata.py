@@ -52,7 +52,7 @@ class MetadataCalls(SyscallsBase):
 
     def fstat(self, fd: int) -> os.stat_result:
         if fd < FD_BASE:
-            return _real.fstat(fd)
+            return _real.fstat(self._real_fd(fd))
         if self._null(fd) is not None:
             return self._null_stat()
         of = self._fd(fd)
