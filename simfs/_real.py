@@ -16,7 +16,6 @@ lstat = os.lstat
 open = os.open
 close = os.close
 read = os.read
-readv = os.readv
 write = os.write
 isatty = os.isatty
 listdir = os.listdir

@@ -4,6 +4,7 @@ collectives, groups, mismatches and timeouts in virtual time."""
 from __future__ import annotations
 
 import datetime
+import os
 import time
 
 import pytest
@@ -108,6 +109,58 @@ def test_init_process_group_timeout_sets_collective_timeout() -> None:
     assert result.returns[1] == "skipped"
     kind, waited = result.returns[0]
     assert kind == "timeout" and waited == pytest.approx(50.0, abs=1e-3)
+
+
+def _own_timeouts_job() -> tuple:
+    """Rank 1 gives init_process_group 5 s; rank 0 arrives at the barrier a minute late."""
+    if os.environ["RANK"] == "1":
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
+    else:
+        dist.init_process_group("gloo")
+    if dist.get_rank() == 0:
+        time.sleep(60)
+    start = time.monotonic()
+    try:
+        dist.barrier()
+    except dist.DistBackendError as exc:
+        return "failed", time.monotonic() - start, str(exc)
+    return "completed", time.monotonic() - start, ""
+
+
+@pytest.mark.parametrize("carrier", ["greenlet", "process"])
+def test_one_ranks_init_process_group_timeout_stays_its_own(carrier: str) -> None:
+    """torch keeps a process group's timeout per process: rank 1's 5 s ends rank 1's wait only;
+    the others wait with their own (the cluster's, 30 minutes) and learn of rank 1's failure."""
+    result = _run(_own_timeouts_job, ranks_per_node=3, dist_initialized=False, carrier=carrier)
+    kind, waited, message = result.returns[1]
+    assert kind == "failed" and waited == pytest.approx(5.0, abs=1e-2) and "timed out after 5s" in message
+    for rank in (0, 2):
+        kind, waited, message = result.returns[rank]
+        assert "timed out after 5s" not in message, (rank, message)
+
+
+def _forged_group_timeout(timeout: float) -> str:
+    """Rank 0 sends the host the request c10d sends for a new process group, naming the default
+    group with ``timeout``; then both ranks meet at a barrier."""
+    from simfs.port import schema
+    from simfs.tasks.task import current_task
+
+    answer = "sent"
+    if dist.get_rank() == 0:
+        calls = current_task().context.sys
+        try:
+            calls._ask(schema.DistGroup("WORLD", [0, 1], timeout))
+        except ValueError as exc:
+            answer = f"refused: {exc}"
+    dist.barrier()
+    return answer
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), -1.0])
+def test_a_forged_group_timeout_that_is_no_number_of_seconds_is_refused_and_changes_no_one(timeout: float) -> None:
+    result = _run(_forged_group_timeout, timeout, carrier="process")
+    assert result.ok, result.summary()
+    assert result.returns[0].startswith("refused: process group 'WORLD': timeout"), result.returns
 
 
 # -- barrier ----------------------------------------------------------------------------------------

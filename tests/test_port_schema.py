@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import tracemalloc
 import types
 import typing
 from typing import Any
@@ -74,6 +76,35 @@ def test_an_oversized_message_is_refused_unread() -> None:
         with pytest.raises(wire.Oversized, match=str(1 << 40)):
             wire.receive(receiver, wire.MAX_MESSAGE)
     finally:
+        _close(sender, receiver)
+
+
+def test_a_header_claiming_a_long_message_takes_no_more_memory_than_was_sent() -> None:
+    """A 16-byte frame header is not an allocation: the reader holds what arrived, in parts."""
+    sender, receiver = _pair()
+    os.write(sender, (wire.MAX_MESSAGE - 1).to_bytes(8, "big") + b"x" * 100)
+    os.close(sender)
+    tracemalloc.start()
+    try:
+        assert wire.receive(receiver, wire.MAX_MESSAGE) is None  # the sender went away after 100 bytes
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        _close(receiver)
+    assert peak < 4 << 20, f"the reader allocated {peak} bytes for 100 sent"
+
+
+@given(st.integers(0, 3 << 20), st.binary(min_size=1, max_size=64))
+@settings(max_examples=10, deadline=None)
+def test_a_message_longer_than_a_part_crosses_whole(length: int, pattern: bytes) -> None:
+    body = (pattern * (length // len(pattern) + 1))[:length]
+    sender, receiver = _pair()
+    done = threading.Thread(target=wire.send, args=(sender, body))
+    done.start()
+    try:
+        assert wire.receive(receiver, wire.MAX_MESSAGE) == body
+    finally:
+        done.join()
         _close(sender, receiver)
 
 

@@ -12,6 +12,7 @@ from .. import _real
 
 _LENGTH = struct.Struct("!Q")
 _CHUNK = 1 << 16  # bytes a read(2) asks for beyond what the message needs (os.read allocates them)
+_PART = 1 << 20  # the most a read(2) of a long message asks for (and allocates) at once
 # the largest message a rank may send the host: object collectives (broadcast_object_list of a
 # state dict) and store values cross in one; tensors do not (outbox.py)
 MAX_MESSAGE = 1 << 30
@@ -55,8 +56,8 @@ def receive(fd: int, limit: int | None = None) -> bytes | None:
     """The next message's bytes, or None when the other end is gone (closed, or its process died);
     Oversized when it says it is longer than ``limit`` bytes (nothing of it is read).
     One read(2) usually brings a whole message (requests and answers alternate); what a read
-    brings past it waits for the next call. A message larger than a read (a collective's tensors)
-    is read into one buffer of its size, not grown a read at a time."""
+    brings past it waits for the next call. A longer message is read in parts of at most _PART
+    bytes: what the reader holds grows with what was sent, never with what a header claims."""
     buffer = _pending.pop(fd, b"")
     while len(buffer) < _LENGTH.size:
         part = _read(fd, _CHUNK)
@@ -71,19 +72,15 @@ def receive(fd: int, limit: int | None = None) -> bytes | None:
         if len(buffer) > need:
             _pending[fd] = buffer[need:]
         return bytes(buffer[_LENGTH.size:need])
-    message = bytearray(need - _LENGTH.size)
-    have = len(buffer) - _LENGTH.size
-    message[:have] = buffer[_LENGTH.size:]
-    view = memoryview(message)
-    while have < len(message):
-        try:
-            got = _real.readv(fd, [view[have:]])
-        except ConnectionResetError:
+    parts = [buffer[_LENGTH.size:]]
+    have = len(parts[0])
+    while have < length:
+        part = _read(fd, min(length - have, _PART))
+        if not part:
             return None
-        if not got:
-            return None
-        have += got
-    return bytes(message)
+        parts.append(part)
+        have += len(part)
+    return b"".join(parts)
 
 
 def _read(fd: int, size: int) -> bytes:

@@ -4,6 +4,7 @@ torch's timeouts (a collective that can never complete names the ranks it waits 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,7 +88,7 @@ class DistWorld:
         self.initialized_by_job[rank] = True
         self.initialized[rank] = True
         if timeout is not None:
-            self.world.timeout = _seconds(timeout)
+            self.world.timeouts[rank] = seconds("init_process_group", timeout)
         self.collective(rank, None, "init_process_group", None)
 
     def destroy(self, rank: int) -> None:
@@ -106,14 +107,14 @@ class DistWorld:
         if rank not in created.ranks:
             return None
         if timeout is not None:
-            created.timeout = _seconds(timeout)
+            created.timeouts[rank] = seconds("new_group", timeout)
         return created
 
     # -- the meeting point ----------------------------------------------------------------------
     def collective(self, rank: int, group: Any, kind: str, payload: Any, *, timeout: float | None = None,
                    nbytes: int = 0, root: int = -1) -> Any:
         """Arrive at the next collective of ``group`` (``root``: the group index of a rooted
-        collective's root); return this rank's result once it may leave."""
+        collective's root; ``timeout``: this call's own); return this rank's result once it may leave."""
         g = self.group(group, rank)
         if not isinstance(root, int) or not -1 <= root < len(g.ranks):
             raise ValueError(f"{kind} on {g.name}: root {root!r} is not a rank of the group (0..{len(g.ranks) - 1})")
@@ -137,7 +138,7 @@ class DistWorld:
             self._wake_leavers(g)
             raise CollectiveMismatch(call.mismatch)
         call.arrived[rank] = payload
-        limit = g.timeout if timeout is None else timeout
+        limit = g.timeout_of(rank) if timeout is None else seconds(kind, timeout)
         if call.meeting is None:
             return self._lockstep(call, rank, limit, error, nbytes)
         return self._as_gloo(call, rank, limit, error)
@@ -262,5 +263,10 @@ def _named(kind: str, root: int) -> str:
     return kind if root < 0 else f"{kind} from group rank {root}"
 
 
-def _seconds(timeout: Any) -> float:
-    return timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
+def seconds(where: str, timeout: Any) -> float:
+    """A timeout (seconds or a timedelta) as seconds; ValueError naming ``where`` unless it is a
+    number >= 0 (NaN, infinities and negative times are no timeout torch can wait)."""
+    value = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{where}: timeout {timeout!r} is not a number of seconds >= 0")
+    return float(value)

@@ -37,10 +37,15 @@ class SimGroup:
         self.ranks = ranks
         self._index = {r: i for i, r in enumerate(ranks)}
         self.name = name
-        self.timeout = timeout
+        self.timeout = timeout  # a member's until it gives its own
+        self.timeouts: dict[int, float] = {}  # each member's own: torch keeps a group's timeout per process
         self.next_seq: dict[int, int] = {r: 0 for r in ranks}
         self.calls: dict[int, Any] = {}  # seq -> the kernel's collective in flight (runtime/dist.py)
         self.aborted: str | None = None
+
+    def timeout_of(self, rank: int) -> float:
+        """The seconds ``rank``'s collectives on this group wait (its own, else the group's)."""
+        return self.timeouts.get(rank, self.timeout)
 
     def rank(self) -> int:
         task = current_task()

@@ -12,7 +12,7 @@ from typing import Any
 from ...errors import SimfsError
 from ...port import schema
 from ...tasks.groups import SimGroup
-from ..dist import DistWorld
+from ..dist import DistWorld, seconds
 from ..kvstore import Stores
 
 
@@ -35,10 +35,11 @@ class DistRequests:
 
     def group(self, rank: int, request: schema.DistGroup) -> None:
         """A process group c10d made in a rank process (every member makes it, under one name)."""
-        name, members, timeout = request.name, request.ranks, request.timeout
+        name, members = request.name, request.ranks
+        timeout = seconds(f"process group {name!r}", request.timeout)
         if name == self.world.world.name and members == self.world.world.ranks:  # the default group
             self.world.initialized[rank] = True
-            self.world.world.timeout = timeout
+            self.world.world.timeouts[rank] = timeout  # this rank's own, as torch keeps it per process
             return
         bad = [r for r in members if r not in self.world.world.ranks]
         if bad or rank not in members:
@@ -46,9 +47,10 @@ class DistRequests:
                              f"which are not a group it belongs to in a world of {len(self.world.world.ranks)}")
         known = self._groups.get(name)
         if known is None:
-            self._groups[name] = SimGroup(members, name, timeout)
+            known = self._groups[name] = SimGroup(members, name, timeout)
         elif known.ranks != members:
             raise SimfsError(f"simfs: process group {name!r} was made with ranks {known.ranks} and with {members}")
+        known.timeouts[rank] = timeout
 
     def store_shared(self, rank: int, request: schema.StoreShared) -> None:
         self.stores.shared(request.name)
@@ -76,7 +78,7 @@ class DistRequests:
         if created is None:
             return None  # not a member: the rank's GroupMember.NON_GROUP_MEMBER
         self._groups[created.name] = created
-        return created.name, list(created.ranks), created.timeout
+        return created.name, list(created.ranks), created.timeout_of(rank)
 
     def collective(self, rank: int, request: schema.Collective) -> Any:
         name = request.group
