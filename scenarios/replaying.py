@@ -14,7 +14,16 @@ from typing import Any
 from simfs import carriers, checks
 from simfs.faults import fault_from_dict, fault_to_dict
 from simfs.profiles import Profile
-from simfs.runspec import hash_mismatch, hash_seed, job_reference, profile_from_spec, profile_spec, resolve_job
+from simfs.runspec import (
+    hash_mismatch,
+    hash_seed,
+    imported_preload,
+    inflate,
+    job_reference,
+    profile_from_spec,
+    profile_spec,
+    resolve_job,
+)
 from simfs.runtime.dist import LOCKSTEP
 
 from .example import Crash, Example
@@ -106,7 +115,7 @@ def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[.
         raise ValueError(f"not a scenarios replay string (it should start with {PREFIX!r}): {str(text)[:40]!r}")
     body = text.strip()[len(PREFIX):]
     try:
-        spec = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
+        spec = json.loads(inflate(body))
         crash = spec["crash"]
         example = Example(
             schedule=_bytes(spec["schedule"]), lifetimes=_bytes(spec["lifetimes"]),
@@ -119,7 +128,7 @@ def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[.
         profile: Profile = profile_from_spec(spec["profile"])
         nodes, rpn = int(spec["nodes"]), int(spec["rpn"])
         carrier = str(spec.get("carrier", carriers.BEFORE_CARRIERS))
-        preload = tuple(str(name) for name in spec.get("preload", ()))
+        preload = imported_preload(spec.get("preload", []))
         collectives = str(spec.get("collectives", LOCKSTEP))  # strings from before gloo's algorithms
         refs = spec["job"], spec["recover"], spec["check"]
     except (ValueError, KeyError, TypeError, zlib.error) as exc:

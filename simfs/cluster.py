@@ -31,6 +31,7 @@ from .runspec import (
     decode,
     hash_mismatch,
     hash_seed,
+    imported_preload,
     job_reference,
     json_safe,
     profile_from_spec,
@@ -333,7 +334,7 @@ def cluster_from_spec(spec: dict[str, Any]) -> Cluster:
         collective_timeout=spec["timeout"], collective_latency=spec["latency"],
         collective_bandwidth=spec["bandwidth"], dist_initialized=spec["dist"],
         carrier=spec.get("carrier", carriers.BEFORE_CARRIERS), torch_distributed=spec.get("torch_distributed"),
-        preload=spec.get("preload", ()), collectives=spec.get("collectives", LOCKSTEP),
+        preload=imported_preload(spec.get("preload", [])), collectives=spec.get("collectives", LOCKSTEP),
     )
 
 

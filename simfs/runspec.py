@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import base64
 import importlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -19,11 +21,36 @@ from .errors import ConfigError
 from .profiles import Profile, get
 
 PREFIX = "simfs1:"
+# the most a replay string inflates to: a run's spec (its environment, faults, arguments) or a
+# finding's (its drawn byte strings, each at most Hypothesis's 8 KiB buffer) is far below it
+MAX_SPEC = 8 << 20
 
 
 def encode(spec: dict[str, Any]) -> str:
     raw = json.dumps(spec, separators=(",", ":"), sort_keys=True).encode()
     return PREFIX + base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+def inflate(body: str) -> bytes:
+    """A replay string's body (after its prefix) as the JSON bytes it compresses, inflated no
+    further than MAX_SPEC: a short string cannot make the reader hold more. ValueError or
+    zlib.error when it is not one."""
+    inflater = zlib.decompressobj()
+    raw = inflater.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)), MAX_SPEC)
+    if inflater.unconsumed_tail:
+        raise ValueError(f"it inflates to more than {MAX_SPEC >> 20} MiB, which no replay string holds")
+    if not inflater.eof:
+        raise ValueError("it is cut short")
+    return raw
+
+
+def imported_preload(names: Any) -> tuple[str, ...]:
+    """What a replay string's ``preload`` names that the caller has imported itself: a replay
+    imports nothing its caller did not name (the ranks import the others themselves, to the same
+    verdict: preloading only saves their time)."""
+    if not isinstance(names, list):
+        return ()
+    return tuple(name for name in names if isinstance(name, str) and sys.modules.get(name) is not None)
 
 
 REQUIRED = ("job", "nodes", "rpn", "mounts", "local", "seed", "run", "faults", "cwd", "env", "timeout",
@@ -45,8 +72,7 @@ def decode(text: str) -> dict[str, Any]:
         raise ConfigError(f"not a simfs replay string (it should start with {PREFIX!r}): {str(text)[:40]!r}")
     body = text[len(PREFIX):].strip()
     try:
-        raw = zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        spec = json.loads(raw)
+        spec = json.loads(inflate(body))
     except (ValueError, zlib.error) as exc:
         raise ConfigError(f"corrupt simfs replay string ({exc}); copy it whole from the report") from None
     if not isinstance(spec, dict) or spec.get("v") != 1:
@@ -107,6 +133,41 @@ def _installed_elsewhere(top: str) -> bool:
                                       for r in roots)
 
 
+def _module_file(module_name: str) -> str | None:
+    """The source file of a module, found without importing it or its packages (None: not a
+    module of Python source that the import system would find)."""
+    top, *subs = module_name.split(".")
+    spec = importlib.util.find_spec(top)  # a top-level name is found without running anything
+    for part in subs:
+        locations = spec.submodule_search_locations if spec is not None else None
+        if locations is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(part, list(locations))
+    origin = spec.origin if spec is not None else None
+    return origin if origin is not None and origin.endswith(".py") and os.path.isfile(origin) else None
+
+
+def _source_defines(module_name: str, qualname: str) -> bool:
+    """Whether the module's source defines ``qualname`` as a function (at its top level, or in
+    the classes its name goes through), read as text: nothing of it runs."""
+    path = _module_file(module_name)
+    if path is None:
+        return False
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    body: list[ast.stmt] = tree.body
+    *classes, function = qualname.split(".")
+    for name in classes:
+        found = [n for n in body if isinstance(n, ast.ClassDef) and n.name == name]
+        if not found:
+            return False
+        body = found[-1].body
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function for n in body)
+
+
 def resolve_job(reference: str) -> Callable[..., Any]:
     """The job a replay string names. A replay string is data, never code: it may only name a
     plain function of the user's own code (not of the standard library, builtins or installed
@@ -118,6 +179,10 @@ def resolve_job(reference: str) -> Callable[..., Any]:
         raise ConfigError(f"replay string: the job {reference!r} is not from your own code (the standard "
                           "library, builtins and installed packages are never run from a replay string); "
                           "pass the job: simfs.replay(text, job)")
+    if module_name not in sys.modules and not _source_defines(module_name, qualname):
+        raise ConfigError(f"replay string: {reference!r} is not a function its module's source defines (a replay "
+                          "imports a module only once its file is seen to define the job); pass the job: "
+                          "simfs.replay(text, job)")
     try:
         target: Any = importlib.import_module(module_name)
         for part in qualname.split("."):
