@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import simfs
 from simfs.carriers import CARRIERS
 from simfs.fs import persistence
-from simfs.visible import visible
+from simfs.visible import FRAME, framed, visible
 
 from .budgets import EXPECTED_FAILURE_SHRINK_TIME, SHRINK_TIME, SWEEP_SHRINK_TIME
 from .exitcodes import EXIT_INTERRUPTED, EXIT_STALLED, EXIT_UNEXPECTED, EXIT_USAGE
@@ -173,7 +173,8 @@ def _show_failures(console: Any, outcomes: list[ScenarioOutcome], *, all_failure
             console.print(visible(o.finding.description), markup=False, highlight=False)
             failure = o.finding.failure
             if failure is not None and failure.traceback:
-                console.print(visible(failure.traceback.rstrip()), markup=False, highlight=False)
+                console.print(visible(FRAME + framed(failure.traceback.rstrip(), "")), markup=False,
+                              highlight=False)
             output = output_text(o.finding.output, o.finding.warnings)
             if output:
                 console.print(visible(output), markup=False, highlight=False)

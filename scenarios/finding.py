@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from simfs import Result, plaindata
 from simfs.capture import distinct_warnings
 from simfs.faults import CrashNode, CrashServer, Fault, InjectErrno, Pause, PowerLoss, SlowOps, SlowRank
-from simfs.visible import visible
+from simfs.visible import framed, visible
 
 from . import replaying
 from .coverage import crash_hit
@@ -92,7 +92,8 @@ def describe(target: Target, example: Example, execution: Execution) -> str:
     if f is not None:
         who = f"rank {f.rank} (node {f.rank // target.ranks_per_node})" if f.rank is not None else "the check"
         run = " of the restarted job (recover)" if f.run == 1 else ""
-        lines.append(f"root cause: {who}{run} {'raised' if f.kind == 'raised' else f.kind + ':'} {f.error}")
+        lines.append(f"root cause: {who}{run} {'raised' if f.kind == 'raised' else f.kind + ':'} "
+                     f"{framed(f.error, '  ')}")
         if f.where:
             lines.append(f"  at {f.where}")
     lines.append(f"target: {target.describe()}")

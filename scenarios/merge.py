@@ -6,6 +6,7 @@ twice or missing, are refused with an error naming the files."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
 
@@ -65,6 +66,8 @@ def _by_shard(reports: Sequence[tuple[str, Report]]) -> list[Report]:
         k, _, n = report.shard.partition("/")
         if not report.shard or not (k.isdigit() and n.isdigit()):
             raise MergeError(f"{file} is not a shard's report (it was written without --shard K/N)")
+        if not 1 <= int(k) <= int(n):
+            raise MergeError(f"{file} says it is shard {report.shard}, which no run of {int(n)} shards has")
         counts.add(int(n))
         if int(k) in seen:
             raise MergeError(f"{file} and {seen[int(k)][0]} are both shard {report.shard}")
@@ -72,9 +75,10 @@ def _by_shard(reports: Sequence[tuple[str, Report]]) -> list[Report]:
     if len(counts) > 1:
         raise MergeError(f"the reports are shards of different counts ({', '.join(f'/{n}' for n in sorted(counts))})")
     (count,) = counts
-    missing = [f"{k}/{count}" for k in range(1, count + 1) if k not in seen]
-    if missing:
-        raise MergeError(f"shard {', '.join(missing)} is missing: merge every shard of the run")
+    if len(seen) < count:  # named without listing a count the file chose
+        missing = [f"{k}/{count}" for k in itertools.islice((k for k in range(1, count + 1) if k not in seen), 5)]
+        more = f" and {count - len(seen) - len(missing):,} more" if count - len(seen) > len(missing) else ""
+        raise MergeError(f"shard {', '.join(missing)}{more} is missing: merge every shard of the run")
     return [seen[k][1] for k in range(1, count + 1)]
 
 

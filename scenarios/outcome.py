@@ -4,11 +4,12 @@ adding an optional one does not."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from simfs import plaindata
+from simfs.visible import visible
 
 SCHEMA = 1
 
@@ -113,6 +114,23 @@ class Report(msgspec.Struct, frozen=True):
     interrupted: bool
     outcomes: list[ScenarioOutcome]
     shard: str = ""  # "K/N" when the run was one shard of N (`simfs run --shard`); "" for a whole run
+
+
+def shown(report: Report) -> Report:
+    """``report`` with every text in it made visible (simfs/visible.py): what came from rank
+    code or from a shard's file (control and direction characters, lone surrogates) escaped, so
+    that each format writes it and each reader reads it back."""
+    return msgspec.convert(_visible_texts(msgspec.to_builtins(report)), Report)
+
+
+def _visible_texts(value: Any) -> Any:
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, list):
+        return [_visible_texts(v) for v in value]
+    if isinstance(value, dict):
+        return {_visible_texts(k): _visible_texts(v) for k, v in value.items()}
+    return value
 
 
 def encode(report: Report) -> bytes:

@@ -35,7 +35,7 @@ from simfs.carriers import CARRIERS
 
 from .budgets import SHRINK_TIME
 from .explore import explore
-from .outcome import SCHEMA, FindingRecord, Report, ScenarioOutcome
+from .outcome import SCHEMA, FindingRecord, Report, ScenarioOutcome, shown
 from .registry import Check, Crashes
 from .reporting import write_json
 
@@ -281,9 +281,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     started = datetime.fromtimestamp(state.started, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     command = shlex.join(["pytest", *session.config.invocation_params.args])
     os.makedirs(os.path.dirname(state.report), exist_ok=True)
-    write_json(Report(schema=SCHEMA, simfs_version=version, command=command, seed=state.seed, started=started,
-                      wall_time=time.time() - state.started, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
-                      outcomes=outcomes), state.report)
+    write_json(shown(Report(schema=SCHEMA, simfs_version=version, command=command, seed=state.seed, started=started,
+                            wall_time=time.time() - state.started,
+                            interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, outcomes=outcomes)), state.report)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from . import plaindata
+from .visible import FRAME
 
 KEEP = 16 << 10  # bytes of each stream kept at its start, and again at its end
 MAX_WARNINGS = 64  # distinct warnings kept per rank and run
@@ -159,7 +160,8 @@ def times(count: int) -> str:
 
 def rank_lines(rank: int, stdout: str, stderr: str, warnings_left_out: int, indent: str) -> list[str]:
     """What one rank's kept output says as text: the warnings it could not keep, then its stdout
-    and stderr, each line indented under its header (rank code's own text as it came)."""
+    and stderr, each line indented under its header and framed (rank code's own text as it came:
+    none of its lines passes for one of simfs's)."""
     lines: list[str] = []
     if warnings_left_out:
         lines.append(f"{indent}rank {rank}: {warnings_left_out:,} more warnings shown and not kept (over "
@@ -167,7 +169,7 @@ def rank_lines(rank: int, stdout: str, stderr: str, warnings_left_out: int, inde
     for name, text in (("stdout", stdout), ("stderr", stderr)):
         if text:
             lines.append(f"{indent}rank {rank} {name}:")
-            lines.extend(f"{indent}  " + line for line in text.rstrip("\n").split("\n"))
+            lines.extend(f"{indent}  {FRAME}" + line for line in text.rstrip("\n").split("\n"))
     return lines
 
 

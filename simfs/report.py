@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from . import carriers, plaindata
 from .capture import RankOutput, render
 from .runspec import encode
-from .visible import visible
+from .visible import framed, visible
 
 _SIMFS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"] + os.sep,
@@ -190,13 +190,13 @@ class Result:
         lines = [f"simfs run {head}: {ranks} ranks as {carried}, "
                  f"{self.ops} operations, {self.virtual_time:g}s virtual in {self.wall_time:.3f}s wall"]
         for _rank, info in sorted(self.crashed.items()):
-            lines.append(f"  crashed: {info}")
+            lines.append(f"  crashed: {framed(str(info))}")
         for _rank, info in sorted(self.hung.items()):
-            lines.append(f"  hung: {info}")
+            lines.append(f"  hung: {framed(str(info))}")
         for rank, exc in sorted(self.errors.items()):
-            lines.append(f"  rank {rank} raised {type(exc).__name__}: {exc}")
+            lines.append(f"  rank {rank} raised {type(exc).__name__}: {framed(str(exc))}")
         for rank, failures in sorted(self.thread_errors.items()):
-            lines.extend(f"  rank {rank}: {failure}" for failure in failures)
+            lines.extend(f"  rank {rank}: {framed(str(failure))}" for failure in failures)
         lines.extend(f"  note: {n}" for n in self.notes)
         if self.output and not self.ok:  # as pytest shows a failing test's captured output
             lines.append("  output of the ranks:")

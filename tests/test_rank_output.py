@@ -118,7 +118,7 @@ def _prints_then_fails() -> None:
 def test_a_failed_runs_summary_shows_the_output_and_a_good_one_does_not() -> None:
     failed = simfs.Cluster(1, 2).run(_prints_then_fails)
     assert not failed.ok
-    assert "rank 1 stdout:\n      the last words of rank 1" in failed.summary()
+    assert "rank 1 stdout:\n      | the last words of rank 1" in failed.summary()
     good = simfs.Cluster(1, 1).run(_prints_then_fails)
     assert good.ok and good.output[0].stdout and "stdout" not in good.summary()
 
@@ -162,7 +162,7 @@ def test_a_findings_account_shows_the_failing_examples_output() -> None:
     text = str(finding)
     assert text.count("a rank warns at every example") == 1
     assert "output of the ranks (the job):\n  warning (4 times, ranks 0-3): " in text
-    assert "  rank 3 stdout:\n    printed by a rank at every example" in text
+    assert "  rank 3 stdout:\n    | printed by a rank at every example" in text
     record = finding.record()
     assert [(w.count, w.ranks) for w in record.warnings] == [(4, [0, 1, 2, 3])]
     assert len(record.output) == 4

@@ -26,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scenarios import outcome as model
-from scenarios.outcome import Event, Failure, FindingRecord, Report
+from scenarios.outcome import Event, Failure, FindingRecord, Report, shown
 from scenarios.reporting import read_json, render_html, replay_command, write_all, write_json, write_junit
 from scenarios.reporting.failing import failing_event, failing_label
 from scenarios.reporting.timeline import timeline_svgs
@@ -174,7 +174,7 @@ def test_junit_error_and_expected_failure(tmp_path: Path) -> None:
     text = out.text or ""
     assert "\nwarning" not in text and "  warning (4 times, ranks 0-3): torch/distributed/checkpoint/" \
         "state_dict_saver.py:472: UserWarning: Detected an existing checkpoint" in text
-    assert "  rank 1 stderr:\n    making /shared/trace <script>" in text and "81,920 bytes left out" in text
+    assert "  rank 1 stderr:\n    | making /shared/trace <script>" in text and "81,920 bytes left out" in text
 
 
 def test_replay_command_quotes_for_the_shell() -> None:
@@ -329,7 +329,7 @@ def test_write_all_makes_the_directory_and_three_files(tmp_path: Path) -> None:
     paths = write_all(sample_report(), directory)
     assert paths == {"json": str(directory / "report.json"), "junit": str(directory / "report.xml"),
                      "html": str(directory / "report.html")}
-    assert read_json(paths["json"]) == sample_report()
+    assert read_json(paths["json"]) == shown(sample_report())  # its traceback's ANSI colours written visible
     assert ET.parse(paths["junit"]).getroot().tag == "testsuites"
     assert Path(paths["html"]).read_text(encoding="utf-8").startswith("<!doctype html>")
 
