@@ -143,6 +143,14 @@ def swallowing_loop() -> str:
     return "done"
 
 
+def zero_time_spin() -> str:
+    """Rank 0 asks the host, over and over, a question that takes no virtual time."""
+    if rank() == 0:
+        while True:
+            os.kill(os.getpid(), 0)
+    return "done"
+
+
 def files() -> list[str]:
     os.makedirs("/shared/out", exist_ok=True)
     with open(f"/shared/out/{rank()}", "w") as f:

@@ -175,6 +175,17 @@ def test_a_rank_that_never_yields_is_killed_by_the_watchdog(job: str, canary: Pa
     assert kind == "OutsideSimulation" and "watchdog" in message and f"in {job}" in message
 
 
+@pytest.mark.parametrize("carrier", ["process", "greenlet"])
+def test_a_loop_of_requests_that_take_no_virtual_time_is_ended_by_the_watchdog(carrier: str, canary: Path) -> None:
+    """Each request is answered, but virtual time never moves: no real machine stays still."""
+    out = host("zero_time_spin", canary, watchdog=2.0, carrier=carrier, then='out["notes"] = result.notes')
+    assert out["returns"] == {"1": "done"}
+    kind, message = out["errors"]["0"]
+    said = "\n".join([message, out["tracebacks"]["0"], *out["notes"]])
+    assert kind == "OutsideSimulation" and "virtual time did not move" in said, said
+    assert "in zero_time_spin" in said, said
+
+
 def test_the_same_seed_gives_the_same_run_and_replay() -> None:
     runs = [simfs.Cluster(2, 2, carrier="process", seed=11).run(_jobs().files) for _ in range(2)]
     assert runs[0].carrier == "process" and "4 ranks as processes" in runs[0].summary()

@@ -253,17 +253,20 @@ class Run:
 
     # -- the caller's thread -----------------------------------------------------------------------
     def _supervise(self, sim: threading.Thread) -> None:
-        """Wait for the simulation thread; answer draws; catch ranks stuck outside simfs."""
+        """Wait for the simulation thread; answer draws; catch a rank stuck outside simfs, or in a
+        loop of requests that take no virtual time (a real clock would move; this one would not):
+        progress is virtual time moving, or an import reading the real disk."""
         sched, state, marshal, watchdog, carrier = self.sched, self.state, self.marshal, self.settings.watchdog, \
             self.carrier
-        last_progress, progressed_at, poked = -1, _real.monotonic(), False
+        last_progress: tuple[float, int] | None = None
+        progressed_at, poked = _real.monotonic(), False
         while not state.done.is_set():
             if marshal is not None:
                 marshal.serve(0.01)
             else:
                 state.done.wait(0.05)
             now = _real.monotonic()
-            progress = sched.switches + carrier.requests
+            progress = (sched.now, carrier.signs)
             if progress != last_progress or sched.current is None:
                 last_progress, progressed_at, poked = progress, now, False
                 continue

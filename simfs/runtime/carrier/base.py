@@ -11,11 +11,17 @@ from typing import Any, Protocol
 from ...tasks.process import Process
 from ...tasks.task import Task
 
+# what the watchdog saw a stuck rank do: what a real machine never does for long
+STILL = "in which its virtual time did not move (no simulated operation, or a loop of calls that take none)"
+
 
 class Carrier(Protocol):
     """The ranks of one run, as the run sees them."""
 
-    requests: int  # requests served so far, a sign of progress besides the scheduler's switches
+    @property
+    def signs(self) -> int:
+        """Signs of progress served so far besides virtual time: a rank process's import system
+        reading the real disk (schema.Progress), which takes real time and no virtual time."""
 
     def start(self, proc: Process, job: Callable[..., Any], args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> Callable[[], Any]:
@@ -31,7 +37,7 @@ class Carrier(Protocol):
         """Ctrl-C: stop the rank that holds the turn where it is (``sim``: the simulation thread)."""
 
     def stuck(self, task: Task, seconds: float, sim: threading.Thread, again: bool) -> str:
-        """The watchdog: ``task`` ran ``seconds`` of real time without a simulated operation
+        """The watchdog: ``task`` ran ``seconds`` of real time in which virtual time did not move
         (``again``: and again since the last call); stop it, and say what was done. Raises
         SimfsError when it cannot be stopped."""
 

@@ -22,6 +22,7 @@ from ...tasks.process import Process
 from ...tasks.task import Task, task_frame
 from ..procglobals import ProcessGlobals
 from ..scheduler import Scheduler
+from .base import STILL
 from .hostdist import DistRequests
 
 
@@ -57,7 +58,7 @@ class DirectHost:
 class GreenletCarrier:
     """The greenlet ranks of one run."""
 
-    requests = 0  # a greenlet rank's every request is a switch of the scheduler
+    signs = 0  # a greenlet rank imports in the host's own process: no sign to count
 
     def __init__(self, sched: Scheduler, dist: DistRequests, end_process: Callable[[Process, str], None],
                  outputs: dict[int, Capture], store_names: StoreNames | None = None) -> None:
@@ -112,7 +113,7 @@ class GreenletCarrier:
             raise SimfsError(f"rank {task.rank} is blocked outside the simulation and cannot be interrupted "
                              f"(a real lock, socket or subprocess?); it was here:\n{stack}")
         _raise_in_thread(sim.ident, OutsideSimulation)
-        return (f"rank {task.rank} ran {seconds:g}s of real time without a simulated operation (blocked outside "
+        return (f"rank {task.rank} ran {seconds:g}s of real time {STILL} (blocked outside "
                 f"the simulation?):\n{stack}")
 
     def close(self) -> None:

@@ -27,6 +27,7 @@ from ...supervise import ask_for_stacks
 from ...tasks.process import Process
 from ...tasks.task import Task
 from ..machine import ReadOnRank
+from .base import STILL
 from .handle import Forward, RankProcess
 from .kept import zygote_for
 from .outbox import Outboxes
@@ -66,14 +67,14 @@ class ProcessCarrier:
         self._world = dist.world
         self._end_process = end_process
         self.ranks: dict[int, RankProcess] = {}
-        self.requests = 0  # served so far: the watchdog's sign of progress
         self.confinement: Confinement | None = None
         self._where: dict[int, str] = {}  # task id -> where its rank code made its last request
         self._zygote: Zygote | None = None  # found at the first start (kept.py)
         self._job = 0  # the run's job among the zygote's
         self._owns_zygote = True  # a zygote of this run alone, not one kept for a series
         self._launching: deque[RankProcess] = deque()  # asked of the zygote, not yet known to have started
-        self._handlers = ProcessRequests(machine, sched, self._serve).handlers()
+        self._process_requests = ProcessRequests(machine, sched, self._serve)
+        self._handlers = self._process_requests.handlers()
         self.outboxes = Outboxes.create(len(dist.world.world.ranks))  # the ranks' collectives' tensors
         self.relay = Relay()  # what the rank processes write to their stdout and stderr, to their captures
         for kind, serve in dist.handlers().items():
@@ -201,7 +202,6 @@ class ProcessCarrier:
     def _handle(self, rank: RankProcess, request: schema.Request) -> tuple[str, Any]:
         """The request served by its handler: ("ok", its value), ("failed", what it raised) or
         ("native", None)."""
-        self.requests += 1
         try:
             return ("ok", self._handlers[type(request)](rank, request))
         except ReadOnRank:
@@ -309,11 +309,15 @@ class ProcessCarrier:
         the host's code, never to be interrupted)."""
         self.stop_running("the run was interrupted (Ctrl-C)", stacks=False)
 
+    @property
+    def signs(self) -> int:
+        return self._process_requests.signs
+
     def stuck(self, task: Task, seconds: float, sim: threading.Thread, again: bool) -> str:
         """A process can always be stopped: it is killed, after it wrote its threads' stacks."""
-        self.stop_running(f"it ran {seconds:g}s of real time without a simulated operation (the watchdog killed it)",
+        self.stop_running(f"it ran {seconds:g}s of real time {STILL} (the watchdog killed it)",
                           stacks=True)
-        return f"rank {task.rank} ran {seconds:g}s of real time without a simulated operation: the watchdog killed " \
+        return f"rank {task.rank} ran {seconds:g}s of real time {STILL}: the watchdog killed " \
             "its process"
 
     def stop_running(self, why: str, *, stacks: bool) -> None:

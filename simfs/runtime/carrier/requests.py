@@ -30,6 +30,7 @@ class ProcessRequests:
         self.sched = sched
         self._serve = serve  # the body of a proxy task (a new thread's)
         self._importing = False  # the system call being served comes from the rank's import system
+        self.signs = 0  # Progress requests served: the watchdog's sign of an import's progress
         machine.reads_on_rank = lambda: self._importing
 
     def handlers(self) -> dict[type[schema.Request], Callable[[RankProcess, Any], Any]]:
@@ -53,8 +54,9 @@ class ProcessRequests:
         return value
 
     def progress(self, rank: RankProcess, request: schema.Progress) -> None:
-        """Nothing to do: the rank's import system read the real disk (remote.IMPORT_READS), and
-        the request itself is the watchdog's sign of progress."""
+        """The rank's import system read the real disk (remote.IMPORT_READS): counted, the
+        watchdog's sign of progress that takes no virtual time."""
+        self.signs += 1
 
     def imported(self, rank: RankProcess, request: schema.Imported) -> None:
         """The rank imported a library its process was forked without: later runs preload it."""
