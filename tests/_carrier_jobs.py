@@ -151,6 +151,17 @@ def zero_time_spin() -> str:
     return "done"
 
 
+def forged_notes(count: int, path: int, outcome: int) -> int:
+    """The rank sends the host ``count`` trace notes of the sizes given, as its client would."""
+    from simfs.port import schema
+    from simfs.tasks.task import current_task
+
+    ask = current_task().context.sys._ask
+    for _ in range(count):
+        ask(schema.Note("sleep", "/" + "p" * path, "x" * outcome))
+    return count
+
+
 def files() -> list[str]:
     os.makedirs("/shared/out", exist_ok=True)
     with open(f"/shared/out/{rank()}", "w") as f:

@@ -186,6 +186,26 @@ def test_a_loop_of_requests_that_take_no_virtual_time_is_ended_by_the_watchdog(c
     assert "in zero_time_spin" in said, said
 
 
+def test_trace_notes_a_rank_forges_are_kept_cut_to_what_a_note_says() -> None:
+    result = simfs.Cluster(1, 1, carrier="process").run(_jobs().forged_notes, 64, 100_000, 1 << 20)
+    assert result.returns == {0: 64}, result.summary()
+    notes = [e for e in result.trace if e.op == "sleep"]
+    assert len(notes) == 64
+    assert all(len(e.path) < 4200 and len(e.outcome) < 300 for e in notes)
+
+
+def test_a_ranks_trace_notes_are_kept_up_to_their_budget_then_counted_out() -> None:
+    from simfs.runtime.carrier.requests import NOTES_KEPT
+
+    result = simfs.Cluster(1, 1, carrier="process").run(_jobs().forged_notes, 5000, 4000, 250)
+    assert result.returns == {0: 5000}, result.summary()
+    kept = [e for e in result.trace if e.rank == 0 and e.op == "sleep"]
+    assert 0 < len(kept) < 5000
+    assert sum(len(e.op) + len(e.path) + len(e.outcome) for e in kept) <= NOTES_KEPT
+    assert [e.outcome for e in result.trace if e.op == "notes"] == [
+        f"rank 0's further trace notes left out (more than {NOTES_KEPT:,} characters)"]
+
+
 def test_the_same_seed_gives_the_same_run_and_replay() -> None:
     runs = [simfs.Cluster(2, 2, carrier="process", seed=11).run(_jobs().files) for _ in range(2)]
     assert runs[0].carrier == "process" and "4 ranks as processes" in runs[0].summary()

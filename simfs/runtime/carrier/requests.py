@@ -22,6 +22,16 @@ if TYPE_CHECKING:
     from ..scheduler import Scheduler
 
 
+# what the trace keeps of a rank's notes (a sleep, a store's wait: a path and a few words each),
+# so that notes a rank forges cannot fill the host's memory
+NOTE_PATH, NOTE_OUTCOME = 4096, 256  # characters: PATH_MAX (include/uapi/linux/limits.h); a line
+NOTES_KEPT = 16 << 20  # characters of notes per rank: a million sleeps' (a few words each) and more
+
+
+def _cut(text: str, most: int) -> str:
+    return text if len(text) <= most else text[:most] + f"... ({len(text):,} characters)"
+
+
 class ProcessRequests:
     """The requests of one run's rank processes about their own process and the machine."""
 
@@ -31,6 +41,7 @@ class ProcessRequests:
         self._serve = serve  # the body of a proxy task (a new thread's)
         self._importing = False  # the system call being served comes from the rank's import system
         self.signs = 0  # Progress requests served: the watchdog's sign of an import's progress
+        self._notes: dict[int, int] = {}  # rank -> characters of its trace notes kept
         machine.reads_on_rank = lambda: self._importing
 
     def handlers(self) -> dict[type[schema.Request], Callable[[RankProcess, Any], Any]]:
@@ -80,8 +91,19 @@ class ProcessRequests:
             self.sched.notify_all(queue)
 
     def note(self, rank: RankProcess, request: schema.Note) -> None:
-        """A trace line in the rank's name (its rank and node are the channel's, never the body's)."""
-        self.machine.note(request.op, str(request.path), request.outcome, rank=rank.proc.rank, node=rank.proc.node)
+        """A trace line in the rank's name (its rank and node are the channel's, never the body's),
+        its path and outcome cut to what a note says, NOTES_KEPT characters of them per rank."""
+        proc = rank.proc
+        kept = self._notes.get(proc.rank, 0)
+        if kept > NOTES_KEPT:
+            return
+        path, outcome = _cut(str(request.path), NOTE_PATH), _cut(request.outcome, NOTE_OUTCOME)
+        self._notes[proc.rank] = kept + len(request.op) + len(path) + len(outcome)
+        if self._notes[proc.rank] <= NOTES_KEPT:
+            self.machine.note(request.op, path, outcome, rank=proc.rank, node=proc.node)
+        else:
+            self.machine.note("notes", "", f"rank {proc.rank}'s further trace notes left out (more than "
+                              f"{NOTES_KEPT:,} characters)", rank=proc.rank, node=proc.node)
 
     def warned(self, rank: RankProcess, request: schema.Warned) -> None:
         """A warning the rank showed, kept with its output (the channel's rank, never the body's)."""
