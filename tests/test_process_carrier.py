@@ -206,6 +206,16 @@ def test_a_ranks_trace_notes_are_kept_up_to_their_budget_then_counted_out() -> N
         f"rank 0's further trace notes left out (more than {NOTES_KEPT:,} characters)"]
 
 
+def test_a_rank_process_holds_no_landlock_ruleset_it_could_add_rules_to() -> None:
+    """The zygote's ruleset, which every rank forked after enforces, is closed in each rank before
+    its code runs: a rule a rank added would widen what the next run's ranks may open."""
+    cluster = simfs.Cluster(1, 1, carrier="process")
+    for _ in range(2):  # the first run's zygote, then the same zygote kept
+        result = cluster.run(_jobs().real_descriptors)
+        assert result.ok, result.summary()
+        assert not [name for name in result.returns[0] if "landlock" in name], result.returns[0]
+
+
 def test_the_same_seed_gives_the_same_run_and_replay() -> None:
     runs = [simfs.Cluster(2, 2, carrier="process", seed=11).run(_jobs().files) for _ in range(2)]
     assert runs[0].carrier == "process" and "4 ranks as processes" in runs[0].summary()

@@ -126,6 +126,7 @@ def confine(writable: Iterable[str] = (), kind: str = "rank", extra_readable: It
         roots, writable = readable.roots(extra_readable), tuple(writable)
         if _prepared is not None and _prepared[0] == (roots, writable):
             landlock.enforce(_prepared[1])
+            release()  # code this process runs next could add rules to it, for every process forked with it
         else:
             landlock.restrict(version, roots, writable, SINKS)
     no_filter = _filter(kind)
