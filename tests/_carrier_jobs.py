@@ -9,6 +9,8 @@ import gc
 import json
 import os
 import random
+import socket
+import struct
 import sys
 import time
 import weakref
@@ -172,6 +174,29 @@ def real_descriptors() -> list[str]:
         if length > 0:
             named.append(buffer.raw[:length].decode(errors="replace"))
     return named
+
+
+IOPRIO_SET, IOPRIO_GET = 251, 252  # x86_64 (arch/x86/entry/syscalls/syscall_64.tbl)
+IDLE = 3 << 13  # IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT (include/uapi/linux/ioprio.h)
+
+
+def renice_the_group() -> list[int]:
+    """Through libc, lowers the priority and idles the I/O of the rank's process group and user."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return [libc.setpriority(1, 0, 19), libc.setpriority(2, 0, 19),  # PRIO_PGRP, PRIO_USER
+            libc.syscall(IOPRIO_SET, 2, 0, IDLE), libc.syscall(IOPRIO_SET, 3, 0, IDLE)]  # IOPRIO_WHO_PGRP, _USER
+
+
+def reach_unix_sockets(path: str) -> list[int]:
+    """Through libc: a datagram socket pair's socket sends to and connects to the real Unix socket
+    at ``path``, binds an abstract name, and an inotify instance is made (each -1 when refused)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pair = (ctypes.c_int * 2)()
+    assert libc.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM, 0, pair) == 0
+    named = struct.pack("H", socket.AF_UNIX) + path.encode() + b"\0"
+    abstract = struct.pack("H", socket.AF_UNIX) + b"\0simfs-test-abstract-name"
+    return [libc.sendto(pair[0], b"escaped", 7, 0, named, len(named)), libc.connect(pair[0], named, len(named)),
+            libc.bind(pair[1], abstract, len(abstract)), libc.inotify_init1(0)]
 
 
 def files() -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import resource
 import signal
@@ -214,6 +215,41 @@ def test_a_rank_process_holds_no_landlock_ruleset_it_could_add_rules_to() -> Non
         result = cluster.run(_jobs().real_descriptors)
         assert result.ok, result.summary()
         assert not [name for name in result.returns[0] if "landlock" in name], result.returns[0]
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="ioprio_set's number is x86_64's")
+def test_a_rank_cannot_renice_or_idle_the_callers_process_group_or_user() -> None:
+    """The host runs in a session of its own here, so what the rank does reaches no other test."""
+    script = textwrap.dedent("""
+        import ctypes, json, os
+        import simfs, _carrier_jobs
+        result = simfs.Cluster(1, 1, carrier="process").run(_carrier_jobs.renice_the_group)
+        libc = ctypes.CDLL(None)
+        print(json.dumps([result.returns.get(0), os.getpriority(os.PRIO_PROCESS, 0),
+                          libc.syscall(_carrier_jobs.IOPRIO_GET, 1, 0)]))
+    """)
+    environment = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
+                          timeout=300, start_new_session=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers, nice, ioprio = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answers == [-1, -1, -1, -1], answers
+    assert nice == 0 and ioprio >> 13 != 3, (nice, ioprio)
+
+
+def test_a_rank_reaches_no_unix_socket_of_the_machine_and_watches_no_directory(tmp_path: Path) -> None:
+    """A socket pair's datagram socket is the only kind a rank makes: it may not be pointed at a
+    real socket by path or bound to an abstract name an unconfined process could send to."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(tmp_path / "real.sock"))
+    listener.setblocking(False)
+    try:
+        result = simfs.Cluster(1, 1, carrier="process").run(_jobs().reach_unix_sockets, str(tmp_path / "real.sock"))
+        assert result.returns == {0: [-1, -1, -1, -1]}, result.summary()
+        with pytest.raises(BlockingIOError):
+            listener.recv(64)
+    finally:
+        listener.close()
 
 
 def test_the_same_seed_gives_the_same_run_and_replay() -> None:

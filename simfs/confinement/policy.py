@@ -67,7 +67,9 @@ CLONE_THREAD = 0x00010000
 TERMINAL_IOCTLS = (0x5412, 0x541C, 0x541D, 0x540E, 0x5410, 0x5423, 0x5414, 0x5437, 0x40045436)
 # F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE, F_SETOWN, F_SETOWN_EX, F_SETSIG
 FILE_LOCKS_AND_OWNERS = (6, 7, 37, 38, 1024, 8, 15, 10)
-PRIO_USER, IOPRIO_WHO_USER = 2, 3
+# include/uapi/linux/resource.h and include/uapi/linux/ioprio.h: the target of setpriority(2) and
+# ioprio_set(2) that is the calling process alone (its process group is the host's, its user the caller's)
+PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
 
 _ALLOWED = (
     # files and descriptors (Landlock decides what a path may be opened for)
@@ -79,9 +81,8 @@ _ALLOWED = (
     "fallocate", "fsync", "fdatasync", "sync", "syncfs", "sync_file_range", "readahead", "fadvise64", "statfs",
     "fstatfs", "ustat", "sysfs", "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
     "getxattrat", "listxattrat", "file_getattr", "umask", "sendfile", "splice", "tee", "vmsplice",
-    "copy_file_range", "close_range", "cachestat", "inotify_init", "inotify_init1", "inotify_add_watch",
-    "inotify_rm_watch", "io_setup", "io_destroy", "io_getevents", "io_submit", "io_cancel", "io_pgetevents",
-    "memfd_create", "memfd_secret", "execve", "execveat",
+    "copy_file_range", "close_range", "cachestat", "inotify_rm_watch", "io_setup", "io_destroy", "io_getevents",
+    "io_submit", "io_cancel", "io_pgetevents", "memfd_create", "memfd_secret", "execve", "execveat",
     # waiting on descriptors, events and timers
     "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
     "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "signalfd", "signalfd4", "timerfd_create",
@@ -104,8 +105,8 @@ _ALLOWED = (
     "setrlimit", "getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid",
     "getgroups", "getpgid", "getpgrp", "getsid", "capget", "exit", "exit_group", "wait4", "waitid",
     # its sockets (socket(2) itself is refused: only the pairs it makes or holds)
-    "socketpair", "connect", "accept", "accept4", "bind", "listen", "shutdown", "getsockname", "getpeername",
-    "setsockopt", "getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
+    "socketpair", "shutdown", "getsockname", "getpeername", "setsockopt", "getsockopt", "recvfrom", "recvmsg",
+    "recvmmsg",
 )
 _REFUSED: dict[str, Verdict] = {
     **_refuse(("socket",), errno.EACCES, "a new socket reaches the network or the host's Unix sockets"),
@@ -123,6 +124,10 @@ _REFUSED: dict[str, Verdict] = {
               "System V and POSIX IPC objects are the machine's and outlive the run"),
     **_refuse(("add_key", "request_key", "keyctl"), errno.EPERM, "the kernel's keyrings are the user's"),
     **_refuse(("flock",), errno.EPERM, "a lock on a real file holds off the machine's other processes"),
+    **_refuse(("inotify_init", "inotify_init1", "inotify_add_watch"), errno.EPERM,
+              "it shows the names of files made in directories Landlock refuses"),
+    **_refuse(("connect", "bind", "listen", "accept", "accept4"), errno.EACCES,
+              "a socket pair's socket, named or connected anew, reaches the machine's Unix sockets"),
     **_refuse(("setpgid", "setsid"), errno.EPERM,
               "a new process group or session would leave the group the host kills at the end"),
     **_refuse(("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "open_tree_attr",
@@ -148,8 +153,11 @@ _OWN: dict[str, Verdict] = {
                   "move_pages"), "on another process"),
     "prlimit64": AllowIf(((Test(0, "lo_eq", 0),), (Test(2, "eq", 0),)),
                          "setting another process's resource limits"),
-    "setpriority": AllowIf(((Test(0, "lo_ne", PRIO_USER), Test(1, "lo_eq", 0)),), "on another process or user"),
-    "ioprio_set": AllowIf(((Test(0, "lo_ne", IOPRIO_WHO_USER), Test(1, "lo_eq", 0)),), "on another process or user"),
+    "setpriority": AllowIf(((Test(0, "lo_eq", PRIO_PROCESS), Test(1, "lo_eq", 0)),),
+                           "on another process, a process group or a user"),
+    "ioprio_set": AllowIf(((Test(0, "lo_eq", IOPRIO_WHO_PROCESS), Test(1, "lo_eq", 0)),),
+                          "on another process, a process group or a user"),
+    "sendto": AllowIf(((Test(4, "eq", 0),),), "to an address (a socket pair's socket names its peer already)"),
     "ioctl": AllowIf(((Test(1, "lo_not_in", TERMINAL_IOCTLS),),),
                      "a terminal's input, console, process group, line discipline or size"),
     "fcntl": AllowIf(((Test(1, "lo_not_in", FILE_LOCKS_AND_OWNERS),),),
@@ -157,11 +165,13 @@ _OWN: dict[str, Verdict] = {
 }
 _NO_NEW_PROCESS: dict[str, Verdict] = {
     **_refuse(("fork", "vfork"), errno.EPERM, "a rank starts no process (simfs refuses subprocess and os.fork)"),
+    # a message's address is behind a pointer the filter cannot read: a rank sends on its pairs with write(2)
+    **_refuse(("sendmsg", "sendmmsg"), errno.EACCES, "its destination address is behind a pointer"),
     "clone": AllowIf(((Test(0, "lo_has", CLONE_THREAD), Test(0, "lo_none", CLONE_NEW | CLONE_PARENT)),),
                      "a new process (a rank starts threads only), a namespace, or a sibling of the rank"),
 }
 _PROCESSES: dict[str, Verdict] = {
-    **dict.fromkeys(("fork", "vfork"), ALLOW),
+    **dict.fromkeys(("fork", "vfork", "sendmsg", "sendmmsg"), ALLOW),  # the zygote hands pidfds over its pair
     "clone": AllowIf(((Test(0, "lo_none", CLONE_NEW | CLONE_PARENT),),), "a namespace, or a sibling of the process"),
 }
 _COMMON: dict[str, Verdict] = {**dict.fromkeys(_ALLOWED, ALLOW), **_REFUSED, **_OWN}

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast, get_args
 
+from .. import _real
 from ..errors import SimfsError
 from ..hostpaths import HostPaths
 from ..port import native, schema
@@ -28,9 +29,10 @@ Ask = Callable[[schema.Request], Any]  # the host's answer to a request (or its 
 # setuptools' finders may). The host answers each Native when it comes from the import system
 # (Machine.is_real and imports_here: ReadOnRank), so the rank makes them without asking
 IMPORT_READS = frozenset({"stat", "lstat", "listdir", "scandir", "access", "readlink", "getcwd", "getcwdb"})
-# the import system's reads between two signs of progress to the host, whose watchdog kills a rank
-# process that asks nothing for a minute (a long import is progress)
-PROGRESS_EVERY = 256
+# real seconds of the import system's reads between two signs of progress to the host, whose
+# watchdog kills a rank process whose virtual time stands still for a watchdog (a long import is
+# progress): a tenth of a second is far below any watchdog and costs one request
+PROGRESS_EVERY = 0.1
 _CALLS = frozenset(get_args(schema.CallName))
 
 
@@ -162,7 +164,7 @@ class SyscallsClient:
         self.native = native_calls
         self.proc = native_calls.proc
         self.machine = machine
-        self._import_reads = 0
+        self._progress_told = _real.monotonic()  # when the host last heard of an import's progress
 
     def __getattr__(self, name: str) -> Any:
         if name not in _CALLS:  # the host's state (its vfs, its descriptor table) is not here
@@ -194,8 +196,9 @@ class SyscallsClient:
         return call
 
     def _import_read(self) -> None:
-        self._import_reads += 1
-        if self._import_reads % PROGRESS_EVERY == 0:
+        now = _real.monotonic()
+        if now - self._progress_told >= PROGRESS_EVERY:
+            self._progress_told = now
             self._ask(schema.Progress())
 
     def _abs(self, path: Any, dir_fd: int | None = None) -> tuple[str, bool]:

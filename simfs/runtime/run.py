@@ -72,6 +72,9 @@ class _State:
         self.notes: list[str] = []
 
 
+STILL_WATCHDOGS = 10  # how long an import may keep virtual time still, in watchdogs: torch's takes seconds
+
+
 class Run:
     """A run of ``job(*args, **kwargs)`` on every rank of a cluster."""
 
@@ -254,27 +257,30 @@ class Run:
     # -- the caller's thread -----------------------------------------------------------------------
     def _supervise(self, sim: threading.Thread) -> None:
         """Wait for the simulation thread; answer draws; catch a rank stuck outside simfs, or in a
-        loop of requests that take no virtual time (a real clock would move; this one would not):
-        progress is virtual time moving, or an import reading the real disk."""
+        loop of requests that take no virtual time (a real clock would move; this one would not).
+        Progress is virtual time moving, or an import reading the real disk, which only the rank's
+        own requests tell of: they keep virtual time still for at most STILL_WATCHDOGS watchdogs."""
         sched, state, marshal, watchdog, carrier = self.sched, self.state, self.marshal, self.settings.watchdog, \
             self.carrier
-        last_progress: tuple[float, int] | None = None
-        progressed_at, poked = _real.monotonic(), False
+        last: tuple[float, int] | None = None
+        progressed_at = moved_at = _real.monotonic()
+        poked = False
         while not state.done.is_set():
             if marshal is not None:
                 marshal.serve(0.01)
             else:
                 state.done.wait(0.05)
-            now = _real.monotonic()
+            now, task = _real.monotonic(), sched.current
             progress = (sched.now, carrier.signs)
-            if progress != last_progress or sched.current is None:
-                last_progress, progressed_at, poked = progress, now, False
+            if task is None or last is None or progress[0] != last[0]:
+                moved_at, poked = now, False
+            if task is None or progress != last:
+                last, progressed_at = progress, now
+            still = now - moved_at
+            if task is None or (now - progressed_at < watchdog and still < STILL_WATCHDOGS * watchdog):
                 continue
-            if now - progressed_at < watchdog:
-                continue
-            task = sched.current
-            state.notes.append(carrier.stuck(task, watchdog, sim, again=poked))
-            poked, progressed_at = True, now
+            state.notes.append(carrier.stuck(task, still, sim, again=poked))
+            poked, progressed_at, moved_at = True, now, now
 
     # -- the result --------------------------------------------------------------------------------
     def _result(self, start: float, wall: float, replay: dict[str, Any]) -> Result:

@@ -40,7 +40,7 @@ class ProcessRequests:
         self.sched = sched
         self._serve = serve  # the body of a proxy task (a new thread's)
         self._importing = False  # the system call being served comes from the rank's import system
-        self.signs = 0  # Progress requests served: the watchdog's sign of an import's progress
+        self.signs = 0  # the import system's requests served: the watchdog's sign of an import's progress
         self._notes: dict[int, int] = {}  # rank -> characters of its trace notes kept
         machine.reads_on_rank = lambda: self._importing
 
@@ -56,6 +56,7 @@ class ProcessRequests:
     def sys(self, rank: RankProcess, call: schema.SystemCall) -> Any:
         rank.proc.umask = call.umask & 0o777
         self._importing = call.importing
+        self.signs += call.importing  # an import's progress: it takes real time, no virtual time
         try:
             value = getattr(rank.proc.sys, call.name)(*call.args, **call.kwargs)
         finally:
