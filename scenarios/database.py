@@ -30,6 +30,9 @@ DatabaseSpec = ExampleDatabase | str | os.PathLike[str] | None
 
 DEFAULT = "default"  # explore's database: the one the current Hypothesis settings name
 _SUBKEYS = (b"", b".secondary", b".pareto")  # the keys Hypothesis's engine keeps under one search's
+# what one search may change in the database: an example is a choice sequence of at most
+# Hypothesis's 8 KiB buffer (its encoding a few times that), a search saves a few hundred
+MAX_VALUE, MAX_CHANGES, MAX_BYTES = 1 << 20, 10_000, 64 << 20
 
 
 def resolve(database: DatabaseSpec, where: str = "explore") -> ExampleDatabase | None:
@@ -68,15 +71,26 @@ def entries(database: ExampleDatabase, search_key: bytes) -> Entries:
     return {search_key + sub: list(database.fetch(search_key + sub)) for sub in _SUBKEYS}
 
 
-def apply(database: ExampleDatabase, ops: Iterable[Op]) -> None:
-    """Make on ``database`` the changes a Recorded copy was asked for, in order."""
+def apply(database: ExampleDatabase, ops: Iterable[Op], search_key: bytes) -> int:
+    """Make on ``database`` the changes a Recorded copy was asked for, in order, as far as they
+    are a search's: under ``search_key``'s keys only, each value at most MAX_VALUE bytes, at most
+    MAX_CHANGES of them and MAX_BYTES in all (what the child sends is not trusted: rank code may
+    run there). How many it did not make."""
+    keys = {search_key + sub for sub in _SUBKEYS}
+    made = written = refused = 0
     for op, at, value, dest in ops:
+        if (at not in keys or (op == "move" and dest not in keys) or len(value) > MAX_VALUE
+                or made >= MAX_CHANGES or written + len(value) > MAX_BYTES):
+            refused += 1
+            continue
+        made, written = made + 1, written + len(value)
         if op == "save":
             database.save(at, value)
         elif op == "delete":
             database.delete(at, value)
         else:
             database.move(at, dest, value)
+    return refused
 
 
 class Recorded(ExampleDatabase):

@@ -184,8 +184,10 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
         ops: list[examples_db.Op]
         found, ops = simfs.isolated(_detached_search, target, kinds, crashes, max_examples, seed, shrink_time,
                                     explain, steer, held, key, watchdog=watchdog, processes=carrier == "process")
-        if db is not None:
-            examples_db.apply(db, ops)
+        refused = examples_db.apply(db, ops, key) if db is not None else 0
+        if refused:
+            found = replace(found, notes=[*found.notes, f"the search's child asked for {refused} changes of the example "
+                                          "database outside its key or its bounds: not made"])
         return replace(found, target=target)
     return _search(target, kinds, crashes, max_examples, seed, shrink_time, explain, steer, db, key)
 

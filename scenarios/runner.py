@@ -222,7 +222,7 @@ def run_task(task: Task) -> ScenarioOutcome:
         outcome, ops = simfs.isolated(_search, task, profile, held, key, watchdog=task.watchdog,
                                       readable=readable_for(specs), processes=task.budget()[1] == "process")
         if database is not None:
-            examples_db.apply(database, ops)
+            examples_db.apply(database, ops, key)
         return outcome
     except (simfs.Stalled, simfs.SimfsError, ValueError, TypeError, ImportError, OSError) as exc:
         return ScenarioOutcome(scenario=task.scenario, profile=task.profile, family="", expected="pass",

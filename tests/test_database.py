@@ -121,7 +121,7 @@ def test_simfs_run_remembers_failures_in_its_db(tmp_path: Path, monkeypatch: pyt
     assert report["outcomes"][0]["finding"]["found_at"] == found_at[0]
 
 
-_keys = st.sampled_from([b"k", b"k.secondary", b"other"])
+_keys = st.sampled_from([b"k", b"k.secondary"])  # a search's keys (its key b"k")
 _values = st.binary(max_size=3)
 _ops = st.lists(st.one_of(st.tuples(st.just("save"), _keys, _values, st.just(b"")),
                           st.tuples(st.just("delete"), _keys, _values, st.just(b"")),
@@ -140,6 +140,34 @@ def test_a_recorded_copy_and_the_database_it_came_from_agree(held: dict[bytes, l
     copy = database.Recorded({k: list(real.fetch(k)) for k in held})
     for op, at, value, dest in ops:
         getattr(copy, op)(*((at, dest, value) if op == "move" else (at, value)))
-    database.apply(real, copy.ops)
-    for k in (b"k", b"k.secondary", b"other"):
+    assert database.apply(real, copy.ops, b"k") == 0
+    for k in (b"k", b"k.secondary"):
         assert sorted(copy.fetch(k)) == sorted(real.fetch(k))
+
+
+_foreign = st.sampled_from([b"other", b"k2", b"", b"k.secondary.x"])
+
+
+@given(ops=_ops, foreign=st.lists(st.tuples(st.sampled_from(["save", "delete", "move"]), _foreign,
+                                            st.binary(max_size=3)), min_size=1, max_size=5), data=st.data())
+def test_the_caller_makes_only_the_changes_of_the_searchs_own_key(ops: list[database.Op], foreign: list,
+                                                                   data: st.DataObject) -> None:
+    """What the child sends is not trusted: a change under another search's key (as the source or
+    the destination of a move) is not made, and is counted."""
+    real = InMemoryExampleDatabase()
+    real.save(b"other", b"kept")
+    forged: list[database.Op] = [(op, at, value, b"k" if op == "move" else b"") for op, at, value in foreign]
+    forged += [("move", b"k", b"v", b"other")]
+    mixed = list(ops)
+    for op in forged:
+        mixed.insert(data.draw(st.integers(0, len(mixed))), op)
+    assert database.apply(real, mixed, b"k") == len(forged)
+    assert list(real.fetch(b"other")) == [b"kept"] and not list(real.fetch(b"k2"))
+
+
+def test_the_caller_bounds_the_size_and_count_of_a_searchs_changes() -> None:
+    real = InMemoryExampleDatabase()
+    big = [("save", b"k", b"x" * (database.MAX_VALUE + 1), b"")]
+    many = [("save", b"k", i.to_bytes(4, "big"), b"") for i in range(database.MAX_CHANGES + 5)]
+    assert database.apply(real, big, b"k") == 1 and not list(real.fetch(b"k"))
+    assert database.apply(real, many, b"k") == 5 and len(list(real.fetch(b"k"))) == database.MAX_CHANGES
