@@ -186,8 +186,8 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
                                     explain, steer, held, key, watchdog=watchdog, processes=carrier == "process")
         refused = examples_db.apply(db, ops, key) if db is not None else 0
         if refused:
-            found = replace(found, notes=[*found.notes, f"the search's child asked for {refused} changes of the example "
-                                          "database outside its key or its bounds: not made"])
+            found = replace(found, notes=[*found.notes, f"the search's child asked for {refused} changes of the "
+                                          "example database outside its key or its bounds: not made"])
         return replace(found, target=target)
     return _search(target, kinds, crashes, max_examples, seed, shrink_time, explain, steer, db, key)
 
