@@ -199,6 +199,21 @@ def reach_unix_sockets(path: str) -> list[int]:
             libc.bind(pair[1], abstract, len(abstract)), libc.inotify_init1(0)]
 
 
+def send_more_than_received() -> str:
+    """Rank 1 sends 16 MiB to rank 0, which receives into a tensor of 3 floats."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        dist.send(torch.zeros(4 << 20), 0)
+        return "sent"
+    try:
+        dist.recv(torch.empty(3), 1)
+    except ValueError as exc:
+        return f"refused: {exc}"
+    return "received"
+
+
 def files() -> list[str]:
     os.makedirs("/shared/out", exist_ok=True)
     with open(f"/shared/out/{rank()}", "w") as f:

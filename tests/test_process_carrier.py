@@ -252,6 +252,13 @@ def test_a_rank_reaches_no_unix_socket_of_the_machine_and_watches_no_directory(t
         listener.close()
 
 
+def test_a_receive_takes_what_its_own_tensor_holds_not_what_the_sender_chose() -> None:
+    result = simfs.Cluster(1, 2, carrier="process").run(_jobs().send_more_than_received)
+    assert result.returns[1] == "sent", result.summary()
+    assert result.returns[0].startswith("refused: simfs: ") and "more than the 29 its receiver takes" in \
+        result.returns[0], result.returns[0]
+
+
 def test_the_same_seed_gives_the_same_run_and_replay() -> None:
     runs = [simfs.Cluster(2, 2, carrier="process", seed=11).run(_jobs().files) for _ in range(2)]
     assert runs[0].carrier == "process" and "4 ranks as processes" in runs[0].summary()

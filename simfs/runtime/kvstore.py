@@ -36,9 +36,16 @@ class KVStore:
     def set(self, key: str, value: bytes) -> None:
         self._set(key, value)
 
-    def get(self, key: str, timeout: float | None) -> bytes | None:
-        """The value, once some rank set it (None: not within ``timeout``)."""
+    def get(self, key: str, timeout: float | None, most: int | None = None) -> bytes | None:
+        """The value, once some rank set it (None: not within ``timeout``); ValueError when it is
+        longer than ``most`` bytes, what its reader takes (a receive into a tensor of its own size:
+        the sender does not choose what the receiver holds)."""
+        if most is not None and (type(most) is not int or most < 0):
+            raise ValueError(f"simfs: a store read of at most {most!r} bytes")
         values = self.multi_get([key], timeout)
+        if values is not None and most is not None and len(values[0]) > most:
+            raise ValueError(f"simfs: {key!r} holds a message of {len(values[0]):,} bytes, more than the {most:,} "
+                             "its receiver takes (gloo: the sizes of a send and its receive must match)")
         return None if values is None else values[0]
 
     def add(self, key: str, amount: int) -> int:

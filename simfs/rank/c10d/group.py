@@ -230,10 +230,11 @@ class SimProcessGroup(dist.ProcessGroup):
         return finished(tensors)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int = 0) -> Any:
-        from .store import HOST_STORE, decode_tensor
+        from .store import HOST_STORE, decode_tensor, encoded_size
 
         key = self._mailbox("recv", src, tag)
-        data = self._host.ask(schema.StoreOp(HOST_STORE, "get", [key, self._timeout.total_seconds()]))
+        data = self._host.ask(schema.StoreOp(HOST_STORE, "get", [key, self._timeout.total_seconds(),
+                                                                 encoded_size(tensors[0])]))
         if data is None:
             raise dist.DistBackendError(f"[simfs] rank {self._rank} of {self._host_name}: recv from rank {src} "
                                         f"(tag {tag}) timed out after {self._timeout.total_seconds():g}s (virtual)")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import pickle
 import struct
 import time
 from collections.abc import Callable
@@ -33,17 +32,40 @@ def _bytes(value: Any) -> bytes:
     return value.encode() if isinstance(value, str) else bytes(value)
 
 
+_DIMS = struct.Struct("!B")  # a tensor message's header: its dtype's name, its number of dimensions, each one's size
+
+
+def _header(tensor: torch.Tensor) -> bytes:
+    name = str(tensor.dtype).removeprefix("torch.").encode()
+    return (_DIMS.pack(len(name)) + name + _DIMS.pack(tensor.dim())
+            + struct.pack(f"!{tensor.dim()}q", *tensor.shape))
+
+
 def encode_tensor(tensor: torch.Tensor) -> bytes:
     """A tensor as bytes another rank process decodes (the host never loads them): its dtype's
-    name, its shape and its bytes."""
+    name, its shape and its bytes, as plain data (no pickle: a message runs no code)."""
     flat = tensor.detach().cpu().contiguous().reshape(-1)
     data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-    return pickle.dumps((str(tensor.dtype).removeprefix("torch."), list(tensor.shape), data))
+    return _header(tensor) + data
+
+
+def encoded_size(tensor: torch.Tensor) -> int:
+    """The length of ``tensor``'s message: what a receive into it takes, and no more."""
+    return len(_header(tensor)) + tensor.numel() * tensor.element_size()
 
 
 def decode_tensor(data: bytes) -> torch.Tensor:
-    dtype, shape, raw = pickle.loads(data)
-    kind = getattr(torch, dtype)
+    """The tensor of a message encode_tensor made; ValueError for anything else."""
+    try:
+        size = data[0]
+        kind = getattr(torch, data[1:1 + size].decode(), None)
+        dims = data[1 + size]
+        shape = struct.unpack_from(f"!{dims}q", data, 2 + size)
+    except (IndexError, UnicodeDecodeError, struct.error):
+        raise ValueError("simfs: a point-to-point message that is not a tensor") from None
+    if not isinstance(kind, torch.dtype):
+        raise ValueError("simfs: a point-to-point message that is not a tensor")
+    raw = data[2 + size + 8 * dims:]
     if not raw:
         return torch.empty(shape, dtype=kind)
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(kind).reshape(shape)
