@@ -6,6 +6,8 @@ from __future__ import annotations
 import ctypes
 import datetime
 import gc
+import errno
+import mmap
 import json
 import os
 import random
@@ -212,6 +214,27 @@ def send_more_than_received() -> str:
     except ValueError as exc:
         return f"refused: {exc}"
     return "received"
+
+
+def pin_shared_memory(size: int) -> list[object]:
+    """Through libc: ``size`` bytes of shared anonymous memory, touched, and a memory file; then
+    Python's anonymous mmap.mmap of ``size`` bytes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    address = libc.mmap(None, size, 3, 0x01 | 0x20, -1, 0)  # PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS
+    shared = address not in (None, ctypes.c_void_p(-1).value)
+    if shared:
+        ctypes.memset(address, 1, size)
+    memfd = libc.memfd_create(b"pinned", 0)
+    try:
+        anonymous = mmap.mmap(-1, size)
+        for start in range(0, size, 1 << 20):
+            anonymous[start:start + (1 << 20)] = b"\1" * (1 << 20)
+        python = "mapped"
+    except OSError as exc:
+        python = errno.errorcode.get(exc.errno or 0, "?")
+    return [shared, memfd, python]
 
 
 def files() -> list[str]:

@@ -259,6 +259,13 @@ def test_a_receive_takes_what_its_own_tensor_holds_not_what_the_sender_chose() -
         result.returns[0], result.returns[0]
 
 
+def test_rank_memory_bounds_what_a_rank_can_pin_shared_memory_included() -> None:
+    """RLIMIT_DATA counts private memory only: a rank process may map no shared anonymous memory
+    and make no memory file, and an anonymous mmap.mmap is private, so counted."""
+    result = simfs.Cluster(1, 1, carrier="process", rank_memory=128 << 20).run(_jobs().pin_shared_memory, 256 << 20)
+    assert result.returns == {0: [False, -1, "ENOMEM"]}, result.summary()
+
+
 def test_the_same_seed_gives_the_same_run_and_replay() -> None:
     runs = [simfs.Cluster(2, 2, carrier="process", seed=11).run(_jobs().files) for _ in range(2)]
     assert runs[0].carrier == "process" and "4 ranks as processes" in runs[0].summary()

@@ -70,6 +70,7 @@ FILE_LOCKS_AND_OWNERS = (6, 7, 37, 38, 1024, 8, 15, 10)
 # include/uapi/linux/resource.h and include/uapi/linux/ioprio.h: the target of setpriority(2) and
 # ioprio_set(2) that is the calling process alone (its process group is the host's, its user the caller's)
 PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
+MAP_SHARED, MAP_ANONYMOUS = 0x01, 0x20  # include/uapi/linux/mman.h, asm-generic/mman-common.h
 
 _ALLOWED = (
     # files and descriptors (Landlock decides what a path may be opened for)
@@ -167,6 +168,11 @@ _NO_NEW_PROCESS: dict[str, Verdict] = {
     **_refuse(("fork", "vfork"), errno.EPERM, "a rank starts no process (simfs refuses subprocess and os.fork)"),
     # a message's address is behind a pointer the filter cannot read: a rank sends on its pairs with write(2)
     **_refuse(("sendmsg", "sendmmsg"), errno.EACCES, "its destination address is behind a pointer"),
+    # memory RLIMIT_DATA (Cluster's rank_memory) does not count: shared anonymous maps and new
+    # memory files; every page a rank can then pin is private (the host's outboxes are its files)
+    **_refuse(("memfd_create", "memfd_secret"), errno.EPERM, "memory outside the rank's private memory"),
+    "mmap": AllowIf(((Test(3, "lo_none", MAP_ANONYMOUS),), (Test(3, "lo_none", MAP_SHARED),)),
+                    "shared anonymous memory, outside the rank's private memory"),
     "clone": AllowIf(((Test(0, "lo_has", CLONE_THREAD), Test(0, "lo_none", CLONE_NEW | CLONE_PARENT)),),
                      "a new process (a rank starts threads only), a namespace, or a sibling of the rank"),
 }

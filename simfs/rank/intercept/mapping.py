@@ -32,6 +32,17 @@ def _copies(flags: int, prot: int, access: int) -> bool:
     return bool(flags & mmap.MAP_PRIVATE) or not prot & mmap.PROT_WRITE
 
 
+def _private(flags: int, prot: int, access: int) -> tuple[int, int, int]:
+    """An anonymous map's (flags, prot, access) in a rank, made private: a rank starts no process
+    to share it with, so it reads and writes alike, and private memory is what rank_memory bounds
+    (a rank process's filter refuses shared anonymous memory, which RLIMIT_DATA does not count)."""
+    if access == mmap.ACCESS_DEFAULT:
+        return (flags & ~mmap.MAP_SHARED) | mmap.MAP_PRIVATE, prot, access
+    if access == mmap.ACCESS_READ:
+        return mmap.MAP_PRIVATE, mmap.PROT_READ, mmap.ACCESS_DEFAULT
+    return mmap.MAP_PRIVATE, mmap.PROT_READ | mmap.PROT_WRITE, mmap.ACCESS_DEFAULT  # ACCESS_WRITE, ACCESS_COPY
+
+
 class SimulatedMap(mmap.mmap):
     """``mmap.mmap``: over a simulated descriptor inside a rank, the file's content in anonymous
     memory (Python-level writes to a read-only one raise as the real one's do)."""
@@ -41,7 +52,9 @@ class SimulatedMap(mmap.mmap):
     def __new__(cls, fileno: int, length: int, flags: int = mmap.MAP_SHARED,
                 prot: int = mmap.PROT_READ | mmap.PROT_WRITE, access: int = mmap.ACCESS_DEFAULT,
                 offset: int = 0, **later: Any) -> SimulatedMap:  # later: keywords of later Pythons (trackfd)
-        if current() is None or fileno == -1 or fileno < FD_BASE:
+        if current() is not None and fileno == -1:
+            return super().__new__(cls, -1, length, *_private(flags, prot, access), offset, **later)
+        if current() is None or fileno < FD_BASE:
             return super().__new__(cls, fileno, length, flags, prot, access, offset, **later)
         if not _copies(flags, prot, access):
             raise _SHARED_WRITE
@@ -51,7 +64,7 @@ class SimulatedMap(mmap.mmap):
         length = length or size - offset
         if offset + length > size:
             raise ValueError("mmap length is greater than file size")
-        mapped = super().__new__(cls, -1, length)
+        mapped = super().__new__(cls, -1, length, mmap.MAP_PRIVATE)
         mapped[:] = os.pread(fileno, length, offset)
         mapped._read_only = access == mmap.ACCESS_READ or (access == mmap.ACCESS_DEFAULT
                                                            and not prot & mmap.PROT_WRITE)
