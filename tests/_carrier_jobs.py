@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ctypes
 import datetime
-import gc
 import errno
-import mmap
+import gc
 import json
+import mmap
 import os
 import random
 import socket
