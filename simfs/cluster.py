@@ -76,8 +76,8 @@ class Cluster:
     replaces torch.distributed's Python functions with simfs's stand-ins. ``rank_memory``: bytes of
     memory each rank process may take (RLIMIT_DATA, which counts private memory: heap, stacks,
     private maps; its filter refuses it shared anonymous memory and memory files, which RLIMIT_DATA
-    would not count); a rank that runs out ends with ``simfs.RankOutOfMemory``. None: no limit but the machine's. ``preload``:
-    modules every rank process starts with (``("transformers",)``, ``("torch",)``), imported once in
+    would not count); a rank that runs out ends with ``simfs.RankOutOfMemory``. None: no limit but
+    the machine's. ``preload``: modules every rank process starts with (``("transformers",)``, ``("torch",)``), imported once in
     the process that forks them instead of by each rank of each run, as numpy and torch are where the
     caller imported them; their import-time code then runs there, outside the simulation (what it
     reads of the machine is the host's). ``collectives``: "gloo" (the default) lets each rank
