@@ -77,8 +77,9 @@ class Cluster:
     memory each rank process may take (RLIMIT_DATA, which counts private memory: heap, stacks,
     private maps; its filter refuses it shared anonymous memory and memory files, which RLIMIT_DATA
     would not count); a rank that runs out ends with ``simfs.RankOutOfMemory``. None: no limit but
-    the machine's. ``preload``: modules every rank process starts with (``("transformers",)``, ``("torch",)``), imported once in
-    the process that forks them instead of by each rank of each run, as numpy and torch are where the
+    the machine's. ``preload``: modules every rank process starts with (``("transformers",)``,
+    ``("torch",)``), imported once in the process that forks them instead of by each rank of each
+    run, as numpy and torch are where the
     caller imported them; their import-time code then runs there, outside the simulation (what it
     reads of the machine is the host's). ``collectives``: "gloo" (the default) lets each rank
     leave a collective when gloo's algorithm does (a broadcast's root once it has sent, a barrier's
