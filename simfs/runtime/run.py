@@ -279,7 +279,8 @@ class Run:
             still = now - moved_at
             if task is None or (now - progressed_at < watchdog and still < STILL_WATCHDOGS * watchdog):
                 continue
-            state.notes.append(carrier.stuck(task, still, sim, again=poked))
+            said = watchdog if now - progressed_at >= watchdog else still  # no sign at all, or only an import's
+            state.notes.append(carrier.stuck(task, said, sim, again=poked))
             poked, progressed_at, moved_at = True, now, now
 
     # -- the result --------------------------------------------------------------------------------
