@@ -13,6 +13,7 @@ import errno
 import fcntl
 import os
 import time
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -34,6 +35,9 @@ CHUNKS = 4
 WHOLE = HEADER + BODY * CHUNKS
 POLLS, POLL = 500, 0.002  # a reader polls for the data every 2 ms, for a second
 LOCKING_PROFILES = ("local", "nfs", "lustre")  # flock(2) excludes across nodes (profiles' flock="cluster")
+# the searches of the races a real torchrun hits in fewer than one run in ten (reports/BENCHMARKS.md,
+# "Reach"), and of their fixed counterparts alike: the issue's bound for them is 200 examples
+RARE = 300
 
 
 class Raced(RuntimeError):
@@ -160,7 +164,8 @@ def _read_version() -> int:
     return int(text)
 
 
-@scenario("drift-version-file", expect=dict.fromkeys(ALL_PROFILES, "fail"), family=FAMILY, tags=("naive",))
+@scenario("drift-version-file", expect=dict.fromkeys(ALL_PROFILES, "fail"), family=FAMILY, tags=("naive",),
+          max_examples=RARE)
 def version_file() -> None:
     """Each trainer writes the shared version file if none is there, else reads it: open(w), then write.
 
@@ -174,15 +179,17 @@ def version_file() -> None:
     dist.barrier()
 
 
-@scenario("drift-version-file-atomic", expect=dict.fromkeys(ALL_PROFILES, "pass"), family=FAMILY, tags=("fixed",))
+@scenario("drift-version-file-atomic", expect=dict.fromkeys(ALL_PROFILES, "pass"), family=FAMILY, tags=("fixed",),
+          max_examples=RARE)
 def version_file_atomic() -> None:
-    """The version file is written whole under another name and renamed into place (coord.atomic_write)."""
+    """The version file is written whole under another name and renamed into place (coord.atomic_write);
+    a reader reads it again after ESTALE (another node's rename replaced the file it had open)."""
     dist.barrier()
     if not os.path.exists(VERSION):
         with coord.atomic_write(VERSION, "w") as f:
             f.write("3")
     else:
-        _read_version()
+        _again_if_stale(_read_version, VERSION)
     dist.barrier()
 
 
@@ -191,17 +198,17 @@ def _follow_pointer() -> None:
         read_file(POINTER)  # FileNotFoundError where it was removed since the check
 
 
-def _follow_pointer_again_if_stale() -> None:
-    """Read the pointer; an NFS client whose open file was renamed over by another node's client
-    reads ESTALE (the server removed the file it had open), so read the name again."""
+def _again_if_stale(read: Callable[[], object], path: str) -> None:
+    """``read()`` of ``path``; an NFS client whose open file was renamed over by another node's
+    client reads ESTALE (the server removed the file it had open), so read the name again."""
     for _ in range(3):
         try:
-            _follow_pointer()
+            read()
             return
         except OSError as exc:
             if exc.errno != errno.ESTALE:
                 raise
-    raise Raced(f"{POINTER} stayed stale")
+    raise Raced(f"{path} stayed stale")
 
 
 @scenario("drift-pointer-recreated", expect=dict.fromkeys(ALL_PROFILES, "fail"), family=FAMILY, tags=("naive",))
@@ -234,7 +241,7 @@ def pointer_replaced() -> None:
         with coord.atomic_write(POINTER, "wb") as f:
             f.write(b"blob-2")
     else:
-        _follow_pointer_again_if_stale()
+        _again_if_stale(_follow_pointer, POINTER)
     dist.barrier()
 
 
@@ -287,7 +294,7 @@ def _publish_and_poll(whole_under_lock: bool) -> None:
 
 
 @scenario("drift-lock-released-early", expect=dict.fromkeys(LOCKING_PROFILES, "fail"), family=FAMILY,
-          tags=("naive",))
+          tags=("naive",), max_examples=RARE)
 def lock_released_early() -> None:
     """Rank 0 releases the data's lock once the header is written; the others poll for the data under it.
 
@@ -296,7 +303,7 @@ def lock_released_early() -> None:
 
 
 @scenario("drift-lock-held-to-the-end", expect=dict.fromkeys(LOCKING_PROFILES, "pass"), family=FAMILY,
-          tags=("fixed",))
+          tags=("fixed",), max_examples=RARE)
 def lock_held_to_the_end() -> None:
     """Rank 0 releases the lock only once the whole file is written and closed."""
     _publish_and_poll(whole_under_lock=True)
