@@ -182,8 +182,9 @@ def version_file() -> None:
 @scenario("drift-version-file-atomic", expect=dict.fromkeys(ALL_PROFILES, "pass"), family=FAMILY, tags=("fixed",),
           max_examples=RARE)
 def version_file_atomic() -> None:
-    """The version file is written whole under another name and renamed into place (coord.atomic_write);
-    a reader reads it again after ESTALE (another node's rename replaced the file it had open)."""
+    """The version file is written whole under another name and renamed into place (coord.atomic_write).
+
+    A reader reads it again after ESTALE: another node's rename replaced the file it had open."""
     dist.barrier()
     if not os.path.exists(VERSION):
         with coord.atomic_write(VERSION, "w") as f:
