@@ -76,7 +76,7 @@ def _save_atomically(state: dict[str, Any], path: str) -> None:
         torch.save(state, f)
 
 
-@scenario("ddp-save-in-place", recover=resume, crashes=True, carrier="process", ranks_per_node=1, max_examples=40,
+@scenario("ddp-save-in-place", recover=resume, crashes=True, carrier="process", ranks_per_node=1, max_examples=75,
           expect={"local": "fail", "local-posix": "fail", "nfs": "fail", "lustre": "fail", "objectstore": "pass"},
           family=FAMILY, tags=("naive",))
 def ddp_save_in_place() -> None:
