@@ -15,6 +15,7 @@ from simfs import carriers, checks
 from simfs.faults import fault_from_dict, fault_to_dict
 from simfs.profiles import Profile
 from simfs.runspec import (
+    deflate,
     hash_mismatch,
     hash_seed,
     imported_preload,
@@ -104,8 +105,7 @@ def encode(target: Target, example: Example) -> str:
         "timing": _b64(example.timing), "rtiming": _b64(example.recover_timing), "collectives": target.collectives,
         "hash": hash_seed(),
     }
-    raw = json.dumps(spec, separators=(",", ":"), sort_keys=True).encode()
-    return PREFIX + base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+    return PREFIX + deflate(spec)
 
 
 def decode(text: str, job: Callable[..., Any] | None = None, recover: Callable[..., Any] | None = None,

@@ -27,8 +27,13 @@ MAX_SPEC = 8 << 20
 
 
 def encode(spec: dict[str, Any]) -> str:
+    return PREFIX + deflate(spec)
+
+
+def deflate(spec: dict[str, Any]) -> str:
+    """A replay string's body: its spec as compressed JSON, in URL-safe base64 (inflate's inverse)."""
     raw = json.dumps(spec, separators=(",", ":"), sort_keys=True).encode()
-    return PREFIX + base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+    return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
 
 
 def inflate(body: str) -> bytes:

@@ -404,11 +404,11 @@ def decode_answer(data: bytes) -> ToRank:
     return answer
 
 
-def text(value: str) -> str:
-    """A text as a message carries it: at most MAX_TEXT characters, valid UTF-8 (a character that
+def text(value: str, most: int = MAX_TEXT) -> str:
+    """A text as a message carries it: at most ``most`` characters, valid UTF-8 (a character that
     is not, a surrogate of a name decoded with surrogateescape, written as its escape)."""
-    if len(value) > MAX_TEXT:
-        value = value[:MAX_TEXT - 40] + f"... ({len(value)} characters in all)"
+    if len(value) > most:
+        value = value[:most - 40] + f"... ({len(value)} characters in all)"
     if not value.isascii():
         value = value.encode("utf-8", "backslashreplace").decode()
     return value

@@ -28,10 +28,6 @@ NOTE_PATH, NOTE_OUTCOME = 4096, 256  # characters: PATH_MAX (include/uapi/linux/
 NOTES_KEPT = 16 << 20  # characters of notes per rank: a million sleeps' (a few words each) and more
 
 
-def _cut(text: str, most: int) -> str:
-    return text if len(text) <= most else text[:most] + f"... ({len(text):,} characters)"
-
-
 class ProcessRequests:
     """The requests of one run's rank processes about their own process and the machine."""
 
@@ -98,7 +94,7 @@ class ProcessRequests:
         kept = self._notes.get(proc.rank, 0)
         if kept > NOTES_KEPT:
             return
-        path, outcome = _cut(str(request.path), NOTE_PATH), _cut(request.outcome, NOTE_OUTCOME)
+        path, outcome = schema.text(str(request.path), NOTE_PATH), schema.text(request.outcome, NOTE_OUTCOME)
         self._notes[proc.rank] = kept + len(request.op) + len(path) + len(outcome)
         if self._notes[proc.rank] <= NOTES_KEPT:
             self.machine.note(request.op, path, outcome, rank=proc.rank, node=proc.node)
