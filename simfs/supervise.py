@@ -8,6 +8,7 @@ named in a warning."""
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import mmap
 import os
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _real, checks, plaindata, relay
-from .confinement import Confinement, announce, confine, descriptors, kernel, prepared_descriptors
+from .confinement import Confinement, announce, confine, descriptors, kernel, mappings, prepared_descriptors
 from .errors import SimfsError
 from .relay import Relay, Shown
 from .tasks.process import named_tempdir
@@ -124,6 +125,7 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         if os.getppid() != parent:
             os._exit(0)
         descriptors.keep_only((out, stacks_fd, *prepared_descriptors()), *console)
+        mappings.own_shared(keep=(_address(beat),))  # the caller's shared memory: the child's own copy
         faulthandler.register(_STACKS, file=os.fdopen(os.dup(stacks_fd), "w"), all_threads=True)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
@@ -165,6 +167,15 @@ def _pickled(result: tuple[str, Any], confinement: Confinement | None) -> bytes:
         which = "exception" if kind == "error" else "result"
         failed = ChildFailed(f"the isolated call's {which} cannot be sent back ({exc}):\n{what}")
         return plaindata.dumps(("error", failed, confinement))
+
+
+def _address(beat: mmap.mmap) -> int:
+    """Where the heartbeat is mapped (the one mapping the child shares with its parent)."""
+    view = ctypes.c_char.from_buffer(beat)
+    try:
+        return ctypes.addressof(view)
+    finally:
+        del view
 
 
 def _heartbeat(beat: mmap.mmap) -> None:

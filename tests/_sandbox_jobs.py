@@ -151,6 +151,27 @@ def writes_inherited_descriptors() -> list[int]:
     return written
 
 
+# -- state that outlives a run: the caller's shared memory, its process group ------------------------------
+HOST_MAPS: list[Any] = []  # the caller's shared mappings (mmap.mmap), set by the host before its run
+
+
+def writes_the_callers_shared_memory() -> list[bytes]:
+    """Writes over each of the caller's shared mappings it inherited (its Python objects are the
+    rank's copy-on-write; their memory was shared): what each held before."""
+    held = []
+    for shared in HOST_MAPS:
+        held.append(bytes(shared[:6]))
+        shared[:6] = b"FORGED"
+    return held
+
+
+def its_session_and_group() -> dict[str, int]:
+    """The real session and process group of the process that runs the rank (the C library's
+    answer, below simfs's simulated ones)."""
+    libc = _libc()
+    return {"pid": libc.getpid(), "sid": libc.getsid(0), "pgid": libc.getpgid(0)}
+
+
 # -- class 6: kernel objects Landlock does not see -------------------------------------------------------
 NR = {"x86_64": {"add_key": 248, "shmget": 29, "msgget": 68, "semget": 64, "flock": 73, "mq_open": 240},
       "aarch64": {"add_key": 217, "shmget": 194, "msgget": 186, "semget": 190, "flock": 32, "mq_open": 180}}[

@@ -286,6 +286,50 @@ def test_a_rank_cannot_write_its_peers_outboxes(tmp_path: Path) -> None:
     assert out["returns"]["2"]["tampering"] == [["truncate", "EPERM"], ["write", "EPERM"]]
 
 
+# -- class 7: nothing survives a run ---------------------------------------------------------------------
+@pytest.mark.parametrize("carrier", ["process", "greenlet"])
+def test_a_rank_cannot_write_the_callers_shared_memory_or_a_file_it_mapped(tmp_path: Path, carrier: str) -> None:
+    mapped = tmp_path / "mapped.bin"
+    mapped.write_bytes(b"onfile" + bytes(4090))
+    body = textwrap.dedent(f"""
+        import mmap
+        anonymous = mmap.mmap(-1, 4096)
+        anonymous[:6] = b"inhost"
+        with open({str(mapped)!r}, "r+b") as file:
+            on_file = mmap.mmap(file.fileno(), 4096)
+        jobs.HOST_MAPS[:] = [anonymous, on_file]
+    """) + _run("writes_the_callers_shared_memory", ranks=2, carrier=carrier) + \
+        "out['after'] = [bytes(anonymous[:6]).decode(), bytes(on_file[:6]).decode()]\n"
+    out, _ = host(body, tmp_path)
+    assert out["errors"] == {}, out["errors"]
+    assert out["returns"]["0"] == ["b'inhost'", "b'onfile'"]  # the rank read the caller's bytes, and wrote
+    assert out["after"] == ["inhost", "onfile"]
+    assert mapped.read_bytes()[:6] == b"onfile"
+
+
+def test_a_kept_zygotes_ranks_leave_the_next_run_what_the_first_got(tmp_path: Path) -> None:
+    body = textwrap.dedent("""
+        import mmap
+        anonymous = mmap.mmap(-1, 4096)
+        anonymous[:6] = b"inhost"
+        jobs.HOST_MAPS[:] = [anonymous]
+        with simfs.zygote_kept(jobs.writes_the_callers_shared_memory):
+            runs = [simfs.Cluster(1, 2).run(jobs.writes_the_callers_shared_memory) for _ in range(2)]
+        out['returns'] = [result.returns for result in runs]
+    """)
+    out, _ = host(body, tmp_path)
+    assert out["returns"] == [{"0": ["b'inhost'"], "1": ["b'inhost'"]}] * 2
+
+
+def test_a_rank_process_leads_a_session_and_group_of_its_own(tmp_path: Path) -> None:
+    body = _run("its_session_and_group", ranks=2) + "out['host'] = [os.getsid(0), os.getpgid(0)]\n"
+    out, _ = host(body, tmp_path)
+    for rank in ("0", "1"):
+        ids = out["returns"][rank]
+        assert ids["sid"] == ids["pgid"] == ids["pid"], ids
+        assert ids["sid"] not in out["host"]
+
+
 # -- class 8: descendants ---------------------------------------------------------------------------------
 def _marked(mark: str) -> list[int]:
     found = []

@@ -130,7 +130,8 @@ _REFUSED: dict[str, Verdict] = {
     **_refuse(("connect", "bind", "listen", "accept", "accept4"), errno.EACCES,
               "a socket pair's socket, named or connected anew, reaches the machine's Unix sockets"),
     **_refuse(("setpgid", "setsid"), errno.EPERM,
-              "a new process group or session would leave the group the host kills at the end"),
+              "a rank process leads a session of its own from its start, the isolated child a group its "
+              "supervisor kills: neither leaves it"),
     **_refuse(("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "open_tree_attr",
                "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "statmount", "listmount"),
               errno.EPERM, "namespaces and mounts"),

@@ -142,6 +142,7 @@ def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, star
     code = 0
     try:
         _die_with(parent)
+        os.setsid()  # a session and process group of its own: kill(0), setpriority of its group reach it alone
         spec = schema.decode_spec(start)
         proc = _process(spec)
         descriptors.keep_only((fd, stacks_fd, *outbox.descriptors, *prepared_descriptors()), *console)

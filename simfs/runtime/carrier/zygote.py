@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from ... import _real
-from ...confinement import descriptors, kernel
+from ...confinement import descriptors, kernel, mappings
 from ...rank.intercept.registry import host_calls
 
 # host -> zygote: (LAUNCH, rank, job, memory) and the rank's RankSpec, with the rank's descriptors;
@@ -176,6 +176,7 @@ def _serve(control: socket.socket, keep: tuple[int, ...], launch: Launch, prepar
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's: it ends the ranks
         descriptors.null_all_but((0, 1, 2, control.fileno(), *keep))
         prepare()
+        mappings.own_shared()  # the host's shared memory: a private copy, which every rank inherits
         zygote = os.getpid()
         children: dict[int, int] = {}  # pidfd -> pid
         outboxes: list[int] = []  # the current run's, read-only
