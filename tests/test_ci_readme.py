@@ -58,3 +58,14 @@ def test_the_extractor_reads_a_readme_of_that_shape(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text("# simfs\n\n" + GOOD + "\n```bash\nsomething else\n```\n")
     assert _extract(str(readme)).stdout == "pip install a\npip install b\n"
+
+
+def test_each_readme_command_installs_the_cpu_torch_before_anything_that_needs_torch() -> None:
+    """On plain PyPI, Linux x86_64's torch is the CUDA build (gigabytes): each command's first install
+    takes torch from PyTorch's CPU index, as PyTorch's install page gives it, so that the install of
+    simfs after it finds torch installed and pulls nothing."""
+    for line in _extract().stdout.splitlines():
+        first, *rest = [part.split() for part in line.split("&&")]
+        assert first[:3] == ["pip", "install", "torch==2.13.0"], line
+        assert first[3:] == ["--index-url", "https://download.pytorch.org/whl/cpu"], line
+        assert rest and rest[0][:2] == ["pip", "install"] and "torch" not in " ".join(rest[0]), line
