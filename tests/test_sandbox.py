@@ -322,10 +322,17 @@ def test_a_kept_zygotes_ranks_leave_the_next_run_what_the_first_got(tmp_path: Pa
 
 
 def test_a_rank_process_leads_a_session_and_group_of_its_own(tmp_path: Path) -> None:
-    body = _run("its_session_and_group", ranks=2) + "out['host'] = [os.getsid(0), os.getpgid(0)]\n"
+    """From the caller's own process, and from simfs.isolated's confined child (a search's)."""
+    body = _run("its_session_and_group", ranks=2) + "out['host'] = [os.getsid(0), os.getpgid(0)]\n" + \
+        textwrap.dedent("""
+            def in_child():
+                result = simfs.Cluster(1, 2).run(jobs.its_session_and_group)
+                return result.returns, {r: str(e) for r, e in result.errors.items()}
+            out['isolated'], out['isolated_errors'] = simfs.isolated(in_child)
+        """)
     out, _ = host(body, tmp_path)
-    for rank in ("0", "1"):
-        ids = out["returns"][rank]
+    assert out["errors"] == out["isolated_errors"] == {}, out
+    for ids in [*out["returns"].values(), *out["isolated"].values()]:
         assert ids["sid"] == ids["pgid"] == ids["pid"], ids
         assert ids["sid"] not in out["host"]
 

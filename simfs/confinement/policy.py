@@ -3,8 +3,8 @@
 process itself, or refused with an errno and a reason. The seccomp filter (seccomp.py) is built
 from it; a call the table does not name (a newer kernel's) is refused with ENOSYS. Two policies:
 ``RANK``, a rank process (no new process, no new process group or session), and ``CHILD``,
-simfs.isolated's child, which forks rank processes but whose descendants stay in its process
-group."""
+simfs.isolated's child, which forks rank processes (each in a session of its own, which dies with
+the child's zygote) and itself stays in its process group."""
 
 from __future__ import annotations
 
@@ -129,9 +129,8 @@ _REFUSED: dict[str, Verdict] = {
               "it shows the names of files made in directories Landlock refuses"),
     **_refuse(("connect", "bind", "listen", "accept", "accept4"), errno.EACCES,
               "a socket pair's socket, named or connected anew, reaches the machine's Unix sockets"),
-    **_refuse(("setpgid", "setsid"), errno.EPERM,
-              "a rank process leads a session of its own from its start, the isolated child a group its "
-              "supervisor kills: neither leaves it"),
+    **_refuse(("setpgid",), errno.EPERM, "a rank process leads a session of its own from its start, the isolated "
+              "child a group its supervisor kills: neither joins another"),
     **_refuse(("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "open_tree_attr",
                "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "statmount", "listmount"),
               errno.EPERM, "namespaces and mounts"),
@@ -167,6 +166,7 @@ _OWN: dict[str, Verdict] = {
 }
 _NO_NEW_PROCESS: dict[str, Verdict] = {
     **_refuse(("fork", "vfork"), errno.EPERM, "a rank starts no process (simfs refuses subprocess and os.fork)"),
+    **_refuse(("setsid",), errno.EPERM, "a rank process leads its own session from its start"),
     # a message's address is behind a pointer the filter cannot read: a rank sends on its pairs with write(2)
     **_refuse(("sendmsg", "sendmmsg"), errno.EACCES, "its destination address is behind a pointer"),
     # memory RLIMIT_DATA (Cluster's rank_memory) does not count: shared anonymous maps and new
@@ -179,6 +179,9 @@ _NO_NEW_PROCESS: dict[str, Verdict] = {
 }
 _PROCESSES: dict[str, Verdict] = {
     **dict.fromkeys(("fork", "vfork", "sendmsg", "sendmmsg"), ALLOW),  # the zygote hands pidfds over its pair
+    # each rank process the child's zygote forks makes a session of its own before it confines itself; the
+    # child leads a process group, and setsid(2) fails for a group leader (EPERM), so it stays in that group
+    "setsid": ALLOW,
     "clone": AllowIf(((Test(0, "lo_none", CLONE_NEW | CLONE_PARENT),),), "a namespace, or a sibling of the process"),
 }
 _COMMON: dict[str, Verdict] = {**dict.fromkeys(_ALLOWED, ALLOW), **_REFUSED, **_OWN}
