@@ -8,7 +8,8 @@ two ways in one run of this script:
 
 - under a real torchrun (``python -m torch.distributed.run --standalone``, gloo over loopback),
   4 processes on this machine, in a fresh directory of its disk, ``--runs`` times: how many
-  runs hit the race (a rank raised);
+  runs hit the race (a rank raised the job's error; a run that failed without one, the launcher's
+  or gloo's, is neither, and is listed as a miss of the measurement);
 - under ``scenarios.explore`` on its defaults (``faults="default"``, a local disk, 1 node x 4
   ranks, as the torchrun), from seeds 0..``--seeds``-1, on each carrier: the example that first
   failed (shrinking off: it is the search's speed to the bug that is measured), or none within
@@ -28,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -66,21 +67,35 @@ SHAPES = (
 )
 
 
-def torchrun_hits(name: str, runs: int, out: str) -> tuple[int, list[str]]:
-    """How many of ``runs`` real torchrun runs of the scenario's job failed, and the first error lines."""
+@dataclass
+class Launches:
+    """What ``runs`` real torchrun runs of a job gave: the runs in which a rank raised the job's
+    error (hit the race), the first such error lines, and the runs that failed without one (the
+    launcher or gloo broke: counted as neither hit nor miss, and shown)."""
+
+    hits: int = 0
+    errors: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)
+
+
+def torchrun_hits(name: str, runs: int, out: str) -> Launches:
+    """``runs`` real torchrun runs of the scenario's job (reach_worker.py prints ``rank N: ...``
+    for the job's own error)."""
     function = get(name).job.__name__
-    hits, errors = 0, []
+    found = Launches()
     for _ in range(runs):
         directory = tempfile.mkdtemp(prefix="reach-", dir=out)
         proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                                f"--nproc_per_node={RANKS}", WORKER, function, directory],
                               capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
         shutil.rmtree(directory, ignore_errors=True)
-        if proc.returncode:
-            hits += 1
-            lines = [line for line in proc.stderr.splitlines() if line.startswith("rank ")]
-            errors.extend(lines[:1])
-    return hits, errors
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("rank ")]
+        if lines:
+            found.hits += 1
+            found.errors.extend(lines[:1])
+        elif proc.returncode:
+            found.broken.append(f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
+    return found
 
 
 def first_failure(name: str, seed: int, examples: int, carrier: str, before: bool) -> int | None:
@@ -119,8 +134,13 @@ def main() -> None:
     try:
         for shape in [s for s in SHAPES if args.only in s.naive]:
             start = time.perf_counter()
-            hits, errors = torchrun_hits(shape.naive, args.runs, out)
-            fixed_hits, _ = torchrun_hits(shape.fixed, args.runs, out)
+            naive_runs = torchrun_hits(shape.naive, args.runs, out)
+            fixed_runs = torchrun_hits(shape.fixed, args.runs, out)
+            hits, fixed_hits = naive_runs.hits, fixed_runs.hits
+            for which, launched in ((shape.naive, naive_runs), (shape.fixed, fixed_runs)):
+                if launched.broken:
+                    misses.append(f"{which}: {len(launched.broken)} torchrun runs broke without the job's error "
+                                  f"(first: {launched.broken[0]})")
             seeds = range(args.seeds)
             before = [first_failure(shape.naive, s, args.examples, "greenlet", True) for s in seeds]
             after = {c: [first_failure(shape.naive, s, args.examples, c, False) for s in seeds] for c in carriers}
@@ -136,7 +156,8 @@ def main() -> None:
                          *(_cell(after[c], args.examples) for c in carriers), f"{fixed_hits}/{args.runs}",
                          "none" if all(f is None for found in fixed.values() for f in found) else str(fixed)])
             data.append({"shape": shape.what, "naive": shape.naive, "fixed": shape.fixed, "torchrun_hits": hits,
-                         "runs": args.runs, "torchrun_errors": errors[:3], "before_lockstep": before,
+                         "runs": args.runs, "torchrun_errors": naive_runs.errors[:3],
+                         "torchrun_broken": naive_runs.broken + fixed_runs.broken, "before_lockstep": before,
                          "after": after, "fixed_torchrun_hits": fixed_hits, "fixed_search": fixed,
                          "seconds": round(time.perf_counter() - start, 1)})
             print(rows[-1], flush=True)
