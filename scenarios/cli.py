@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 import simfs
 from simfs.carriers import CARRIERS
 from simfs.fs import persistence
-from simfs.visible import FRAME, framed, visible
+from simfs.visible import visible
 
+from . import importpath
 from .budgets import EXPECTED_FAILURE_SHRINK_TIME, SHRINK_TIME, SWEEP_SHRINK_TIME
 from .exitcodes import EXIT_INTERRUPTED, EXIT_STALLED, EXIT_UNEXPECTED, EXIT_USAGE
+from .helpformat import OneDefault
 from .mix import fault_kinds
 from .outcome import SCHEMA, Report, ScenarioOutcome
-from .reporting._common import replay_command
 from .reporting.coverage import coverage_of
 from .reporting.output import output_text
 from .runner import Task, check_specs, load_callable, load_profile, run_tasks, shard
@@ -84,7 +85,7 @@ def _tasks(args: argparse.Namespace) -> tuple[list[Task], str]:
         simfs.profiles.get(load_profile(profile))
         crashes: bool | str = "exhaustive" if args.crashes == "exhaustive" else args.crashes == "on"
         return [Task(job, profile, recover=args.recover, check=args.check, crashes=crashes, faults=args.faults,
-                     **common) for job in jobs], ""
+                     **common) for job in jobs], "\n".join(shadow.note() for shadow in importpath.shadows())
     from .registry import all_scenarios, get
 
     chosen = [get(name) for name in args.names] if args.names else all_scenarios()
@@ -139,13 +140,6 @@ def _installed(chosen: list[Scenario], *, asked: bool) -> tuple[list[Scenario], 
             f"{install}")
 
 
-def _progress() -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    transient=True)
-
-
 def _table(outcomes: list[ScenarioOutcome]) -> Any:
     from rich.table import Table
 
@@ -157,29 +151,6 @@ def _table(outcomes: list[ScenarioOutcome]) -> Any:
         table.add_row(o.scenario, o.profile, o.expected, o.verdict, mark, str(o.examples),
                       f"{len(coverage_of(o))} kinds", f"{o.virtual_time:.1f}", f"{o.wall_time:.2f}")
     return table
-
-
-def _show_failures(console: Any, outcomes: list[ScenarioOutcome], *, all_failures: bool) -> None:
-    """Each failure's account; what came from rank code (errors, tracebacks) with its control and
-    escape sequences made visible, and no rich markup of it interpreted."""
-    from rich.markup import escape
-
-    for o in outcomes:
-        if o.verdict == "error":
-            console.print(f"\n[red]{escape(o.scenario)} on {escape(o.profile)} could not run:[/] "
-                          f"{escape(visible(o.error))}", markup=True)
-        elif o.finding is not None and o.finding.failed and (all_failures or not o.as_expected):
-            console.print(f"\n[bold]{escape(o.scenario)} on {escape(o.profile)}[/]: ", end="")
-            console.print(visible(o.finding.description), markup=False, highlight=False)
-            failure = o.finding.failure
-            if failure is not None and failure.traceback:
-                console.print(visible(FRAME + framed(failure.traceback.rstrip(), "")), markup=False,
-                              highlight=False)
-            output = output_text(o.finding.output, o.finding.warnings)
-            if output:
-                console.print(visible(output), markup=False, highlight=False)
-            console.print("reproduce: " + replay_command(o.finding.replay), markup=False, highlight=False,
-                          soft_wrap=True)
 
 
 def _report(args: argparse.Namespace, outcomes: list[ScenarioOutcome], started: float, when: str,
@@ -197,7 +168,8 @@ def _report(args: argparse.Namespace, outcomes: list[ScenarioOutcome], started: 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.markup import escape
+
+    from .reporting.console import searching, show_failures
 
     planned, note = _tasks(args)
     tasks = shard(planned, args.shard)
@@ -209,16 +181,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     interrupted = False
     try:
         finished = run_tasks(tasks, args.jobs)  # (its workers start before the progress display's thread)
-        with _progress() as progress:
-            bar = progress.add_task("searching", total=len(tasks))
+        with searching(console, len(tasks)) as told:
             for index, outcome in finished:
                 done[index] = outcome
-                progress.update(bar, advance=1, description=escape(f"{outcome.scenario} [{outcome.profile}]"))
+                told(outcome)
     except KeyboardInterrupt:
         interrupted = True
     outcomes = [done[i] for i in sorted(done)]
     console.print(_table(outcomes))
-    _show_failures(console, outcomes, all_failures=any(t.is_job for t in tasks))
+    show_failures(console, outcomes, every=args.verbose)
     _report(args, outcomes, started, when, interrupted)
     if interrupted:
         console.print(f"interrupted: {len(outcomes)} of {len(tasks)} searches finished")
@@ -247,16 +218,15 @@ def cmd_report_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from .listing import lines
     from .registry import all_scenarios
 
-    for sc in all_scenarios():
-        expect = ", ".join(f"{p}:{v}" for p, v in sc.expect.items())
-        crash = {False: "", True: " crashes", "exhaustive": " crash states"}[sc.crashes]
-        print(f"{sc.name:36} {sc.family:10} {sc.nodes}x{sc.ranks_per_node}{crash}  [{expect}]  {sc.doc}")
+    print("\n".join(lines(all_scenarios())))
     return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    importpath.for_jobs()  # a job the replay string names is found as `simfs run` found it
     job = load_callable(args.job) if args.job else None
     if args.replay.startswith("simfs1:"):
         result = simfs.replay(args.replay, job)
@@ -267,7 +237,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from .explore import replay
     from .finding import rank_outputs
 
-    finding = replay(args.replay, job, recover=load_callable(args.recover) if args.recover else None)
+    finding = replay(args.replay, job, recover=load_callable(args.recover) if args.recover else None,
+                     check=load_callable(args.check) if args.check else None)
     print(visible(finding.description) if finding.failed else f"no failure: {finding.target.describe()}")
     output = output_text(*rank_outputs(finding.results))
     if output:
@@ -303,13 +274,14 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    importpath.require_own(("coord",), "simfs probe")  # whatever lies in the directory torchrun starts in
     from .probe.command import run
 
     return run(args)
 
 
 def parser() -> argparse.ArgumentParser:
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = OneDefault
     top = argparse.ArgumentParser(prog="simfs", formatter_class=fmt,
                                   description="Search simulated clusters with NFS-like shared filesystems for the "
                                               "races, timeouts and crash bugs of training jobs.")
@@ -359,7 +331,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--crashes", choices=("off", "on", "exhaustive"), default="off",
                      help="a job: crash nodes/servers at uniform points (on) or walk every crash state (exhaustive)")
     run.add_argument("--faults", default="default",
-                     help="a job: fault kinds: default (interleave,cache,skew,drift), all, none, or a comma list")
+                     help="a job: fault kinds: all, none, a comma list, or default (interleave,cache,skew,drift; "
+                          "the default)")
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="after the table, show the counterexample of every failure, also those the scenarios "
+                          "expect (by default only the unexpected ones)")
     run.set_defaults(func=cmd_run)
 
     report = sub.add_parser("report", formatter_class=fmt, help="work with reports `simfs run` wrote")
@@ -379,6 +355,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("replay")
     rep.add_argument("--job", help="the job, if it was not importable when recorded ('module:function')")
     rep.add_argument("--recover", help="the restarted job, if it was not importable")
+    rep.add_argument("--check", help="the property, if it was not importable")
     rep.add_argument("--trace", action="store_true", help="print every simulated operation")
     rep.set_defaults(func=cmd_replay)
 
@@ -422,12 +399,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def _started_as() -> list[str]:
+    """This process's command line, to start it again: the console script's own path where it ran
+    (its directory starts sys.path, not the current one, so that no module there passes for one
+    of simfs's: scenarios.importpath), else ``-m`` and the module run."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    if spec is None and os.path.isfile(sys.argv[0]):
+        return [sys.executable, sys.argv[0], *sys.argv[1:]]
+    return [sys.executable, "-m", spec.name if spec is not None else "scenarios.cli", *sys.argv[1:]]
+
+
 def console() -> None:
     """The console script: str hashing fixed (PYTHONHASHSEED=0) so that a search finds the same
     thing in every process; a closed pipe (``simfs list | head``) is not an error."""
     if os.environ.get("PYTHONHASHSEED") != "0":
         os.environ["PYTHONHASHSEED"] = "0"
-        os.execv(sys.executable, [sys.executable, "-m", "scenarios.cli", *sys.argv[1:]])
+        os.execv(sys.executable, _started_as())
     try:
         code = main()
         sys.stdout.flush()

@@ -166,11 +166,12 @@ class Finding:
         return sum(r.virtual_time for r in self.results)
 
     def record(self) -> FindingRecord:
-        """As reports hold it; the ranks' output is the failing example's (none for a pass)."""
+        """As reports hold it; the ranks' output is the failing example's (none for a pass), and the
+        options of its replay command those of this process (shell_options: where the job came from)."""
         output, warned = rank_outputs(self.results) if self.failed else ([], [])
         return FindingRecord(self.failed, self.description, self.replay, self.examples, self.wall_time,
                              self.virtual_time, self.failure, list(self.trace), output, warned,
-                             self.found_at, dict(self.coverage))
+                             self.found_at, dict(self.coverage), replaying.shell_options(self.target))
 
     def __str__(self) -> str:
         reached = coverage_words(self.coverage, self.examples)
@@ -183,7 +184,7 @@ class Finding:
         output = output_text(*rank_outputs(self.results))  # (not record(): its whole trace copied)
         output = f"\n{output}" if output else ""
         return f"{head}\n{visible(self.description + notes + output)}\nreplay: scenarios.replay({self.replay!r})" \
-               f"\n    or: {replay_command(self.replay)}"
+               f"\n    or: {replay_command(self.replay, replaying.shell_options(self.target))}"
 
 
 def finding_of(target: Target, example: Example, execution: Execution, *, examples: int, wall: float,

@@ -79,6 +79,7 @@ class FindingRecord(msgspec.Struct, frozen=True):
     warnings: list[Warned] = []
     found_at: int = 0  # the example that first failed (1-based; 0: none did)
     coverage: dict[str, int] = {}  # each kind of event the examples reached -> how many reached it
+    replay_options: list[str] = []  # what `simfs replay` needs besides the string: ["--job", "FILE.py:job"]...
 
 
 class ScenarioOutcome(msgspec.Struct, frozen=True):

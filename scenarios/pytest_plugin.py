@@ -1,7 +1,8 @@
 """The pytest plugin (entry point ``pytest11``, name ``simfs``): a test marked
 ``@pytest.mark.simfs(...)`` is a rank program that ``scenarios.explore`` searches on a simulated
-cluster; the ``simfs_cluster`` fixture makes clusters; ``--simfs-report PATH`` writes one JSON
-report for the whole session, pytest-xdist workers included.
+cluster; the ``simfs_cluster`` fixture makes clusters; ``--simfs-report DIR`` writes the session's
+report.json, report.xml and report.html there, as ``simfs run --report DIR`` does, pytest-xdist
+workers included.
 
 Options: ``--simfs-profile`` (replaces every mark's profiles), ``--simfs-examples`` (examples per
 search when the mark gives none), ``--simfs-seed`` (the searches' and the clusters' seed),
@@ -15,6 +16,7 @@ import importlib.metadata
 import inspect
 import os
 import shlex
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,9 +37,9 @@ from simfs.carriers import CARRIERS
 
 from .budgets import SHRINK_TIME
 from .explore import explore
-from .outcome import SCHEMA, FindingRecord, Report, ScenarioOutcome, shown
+from .outcome import SCHEMA, FindingRecord, Report, ScenarioOutcome
 from .registry import Check, Crashes
-from .reporting import write_json
+from .reporting import write_all
 
 EXAMPLES = 25  # examples per search unless --simfs-examples or the mark says otherwise
 
@@ -122,9 +124,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="how a marked test's ranks are carried: 'process' (default: each rank an OS process "
                          "confined by the kernel, as on a real cluster) or 'greenlet' (all ranks greenlets of one "
                          "process, sharing its modules and generators; faster)")
-    group.addoption("--simfs-report", metavar="PATH", default=None,
-                    help="write one JSON report (scenarios.outcome.Report) of every @pytest.mark.simfs test, "
-                         "pytest-xdist workers included")
+    group.addoption("--simfs-report", metavar="DIR", default=None,
+                    help="write report.json, report.xml (JUnit) and report.html of every @pytest.mark.simfs test "
+                         "into this directory (made if missing), as `simfs run --report DIR` does, pytest-xdist "
+                         "workers included")
 
 
 @dataclass
@@ -167,12 +170,26 @@ def pytest_configure(config: pytest.Config) -> None:
         profile = None if name is None else _profile(name)
     except (simfs.SimfsError, OSError) as exc:
         raise pytest.UsageError(f"--simfs-profile: {exc}") from None
-    report: str | None = config.getoption("simfs_report")
-    if report is not None:
-        report = os.path.join(config.invocation_params.dir, report)
+    given: str | None = config.getoption("simfs_report")
+    report = _report_directory(given, str(config.invocation_params.dir)) if given else None  # ('': none)
     config.stash[_SESSION] = _Session(profile, config.getoption("simfs_examples"), config.getoption("simfs_seed"),
                                       report, not config.getoption("simfs_in_process"),
                                       config.getoption("simfs_carrier"))
+
+
+def _report_directory(value: str, invoked_in: str) -> str:
+    """--simfs-report's directory, relative to where pytest was invoked; a usage error, before any
+    test runs, for a value that names a file or lies under one."""
+    path = os.path.join(invoked_in, value)
+    if os.path.splitext(value)[1] in (".json", ".xml", ".html") or (os.path.exists(path) and not os.path.isdir(path)):
+        raise pytest.UsageError(f"--simfs-report {value}: give a directory, not a file: it gets report.json, "
+                                f"report.xml and report.html, as `simfs run --report DIR`")
+    above = path
+    while not os.path.exists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise pytest.UsageError(f"--simfs-report {value}: {above} is a file, so the directory cannot be made")
+    return path
 
 
 def _options(mark: pytest.Mark, function: Callable[..., Any], config: pytest.Config) -> SimfsOptions:
@@ -265,7 +282,9 @@ def simfs_cluster(request: pytest.FixtureRequest) -> ClusterFactory:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
-    """Write the report (a pytest-xdist worker hands its outcomes to the controller instead)."""
+    """Write the report (a pytest-xdist worker hands its outcomes to the controller instead). A
+    report that cannot be written is said, and the session exits 3 (internal error), after pytest
+    still shows its summary: the failures, each with its finding."""
     state = session.config.stash[_SESSION]
     if state.report is None:
         return
@@ -280,10 +299,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
         version = "unknown"
     started = datetime.fromtimestamp(state.started, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     command = shlex.join(["pytest", *session.config.invocation_params.args])
-    os.makedirs(os.path.dirname(state.report), exist_ok=True)
-    write_json(shown(Report(schema=SCHEMA, simfs_version=version, command=command, seed=state.seed, started=started,
-                            wall_time=time.time() - state.started,
-                            interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, outcomes=outcomes)), state.report)
+    report = Report(schema=SCHEMA, simfs_version=version, command=command, seed=state.seed, started=started,
+                    wall_time=time.time() - state.started, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+                    outcomes=outcomes)
+    try:
+        write_all(report, state.report)
+    except OSError as exc:
+        said = f"simfs: --simfs-report {state.report}: the report could not be written: {exc}"
+        terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(said, red=True)
+        else:
+            print(said, file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
 @pytest.hookimpl(optionalhook=True)

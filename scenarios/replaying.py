@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import zlib
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from .target import Target
 
 PREFIX = "scenarios1:"
 _LIVE: dict[str, Callable[..., Any]] = {}  # "live:N" -> a callable of this process
+_FROM_FILES: dict[int, tuple[Callable[..., Any], str]] = {}  # id -> a callable and the 'FILE.py:name' it came from
 
 
 def _reference(fn: Callable[..., Any] | None) -> str | None:
@@ -55,6 +57,44 @@ def remember(target: Target) -> None:
         _reference(fn)
 
 
+def loaded_from_file(fn: Callable[..., Any], spec: str) -> None:
+    """Remember that ``fn`` is the function of the job file spec ``spec`` ('FILE.py:name'): its
+    module is named after the file, a name `simfs replay` need not find (the file's directory is not
+    on its import path), so its replay command names the file (shell_options)."""
+    _FROM_FILES[id(fn)] = (fn, spec)
+
+
+def shell_options(target: Target) -> list[str]:
+    """What `simfs replay`, run from the current directory, needs besides the replay string:
+    ``--job FILE.py:function`` (``--recover``, ``--check``) for each of the target's callables that
+    came from a job file or that the string names in this process only (a script's ``__main__``
+    function); none for those it imports by name, or that no file names (a closure, a lambda)."""
+    options: list[str] = []
+    for flag, fn in (("--job", target.job), ("--recover", target.recover), ("--check", target.check)):
+        spec = _file_spec(fn) if fn is not None else None
+        if spec is not None:
+            options += [flag, spec]
+    return options
+
+
+def _file_spec(fn: Callable[..., Any]) -> str | None:
+    """'FILE.py:name' for a job file's function, or for a function defined at the top level of a
+    file whose module cannot be imported again (``__main__``); None otherwise."""
+    known = _FROM_FILES.get(id(fn))
+    if known is not None and known[0] is fn:
+        return known[1]
+    reference = _reference(fn)
+    if reference is None or not reference.startswith("live:"):
+        return None
+    name = getattr(fn, "__qualname__", "")
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    file = getattr(module, "__file__", None)
+    if not name.isidentifier() or getattr(module, name, None) is not fn or not str(file).endswith(".py"):
+        return None
+    path, here = os.path.abspath(str(file)), os.getcwd()
+    return f"{os.path.relpath(path, here) if os.path.commonpath([path, here]) == here else path}:{name}"
+
+
 def _names(ref: str, fn: Callable[..., Any]) -> bool:
     """True if ``ref`` leads back to ``fn`` through an imported module (code run with exec or in
     a notebook names a module that cannot be imported again)."""
@@ -73,7 +113,8 @@ def _resolve(ref: str | None, given: Callable[..., Any] | None, what: str) -> Ca
             return _LIVE[ref]
         name = ref.split(":", 2)[2]
         raise ValueError(f"this replay string's {what} {name!r} was not importable (a __main__ function, closure or "
-                         f"lambda) and is not in this process; pass it: scenarios.replay(text, {what}=...)")
+                         f"lambda) and is not in this process; pass it: scenarios.replay(text, {what}=...), or "
+                         f"from the shell: simfs replay --{what} FILE.py:function TEXT")
     return resolve_job(ref)
 
 

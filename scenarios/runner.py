@@ -15,6 +15,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
 from multiprocessing.context import BaseContext
+from types import ModuleType
 from typing import Any
 
 import simfs
@@ -22,7 +23,9 @@ from simfs import hostrun
 from simfs.runtime.carrier import preload
 
 from . import database as examples_db
+from . import importpath, replaying
 from .budgets import SHRINK_TIME
+from .importfailure import cannot_import
 from .mix import fault_kinds
 from .outcome import ScenarioOutcome
 from .registry import Expectation, get
@@ -102,16 +105,11 @@ def _target(spec: str) -> str:
     return target
 
 
-def _cwd_importable() -> None:
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-
-
 def readable_for(specs: list[str]) -> tuple[str, ...]:
     """Where the jobs ``specs`` name lie, found without running any of their code: what a confined
     child that imports them must read (simfs.confinement.readable: the import path is readable as
     it was before, the current directory only where a job lies there)."""
-    _cwd_importable()
+    importpath.for_jobs()
     out = []
     for spec in specs:
         target = _target(spec)
@@ -139,27 +137,36 @@ def _load_all(specs: list[str]) -> None:
 
 def load_callable(spec: str) -> Callable[..., Any]:
     """'package.module:function' or 'path/to/file.py:function' (the current directory is
-    importable). This runs the module's code: call it where rank code may run (a confined child)."""
+    importable: scenarios.importpath.for_jobs). This runs the module's code: call it where rank code
+    may run (a confined child). A module that does not compile or raises as it runs is bad input: a
+    ValueError with its error and its file and line."""
     target = _target(spec)
     name = spec.rpartition(":")[2]
-    _cwd_importable()
-    if target.endswith(".py"):
-        if not os.path.isfile(target):
-            raise ValueError(f"job file {target!r} does not exist")
-        module_spec = importlib.util.spec_from_file_location(os.path.basename(target)[:-3], target)
-        assert module_spec is not None and module_spec.loader is not None  # a .py file's: a source loader
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_spec.name] = module
-        module_spec.loader.exec_module(module)
-    else:
-        try:
-            module = importlib.import_module(target)
-        except ImportError as exc:
-            raise ValueError(f"cannot import {target!r}: {exc}") from None
+    importpath.for_jobs()
+    if target.endswith(".py") and not os.path.isfile(target):
+        raise ValueError(f"job file {target!r} does not exist")
+    try:
+        module = _job_module(target)
+    except Exception as exc:  # noqa: BLE001 - whatever the job's module raised, told with its file and line
+        raise cannot_import(spec, exc) from None
     job: object = getattr(module, name, None)
     if not callable(job):
         raise ValueError(f"{target!r} has no function {name!r}")
+    if target.endswith(".py"):
+        replaying.loaded_from_file(job, spec)
     return job
+
+
+def _job_module(target: str) -> ModuleType:
+    """A job file's module, run under the file's name, or a module found on the import path."""
+    if not target.endswith(".py"):
+        return importlib.import_module(target)
+    module_spec = importlib.util.spec_from_file_location(os.path.basename(target)[:-3], target)
+    assert module_spec is not None and module_spec.loader is not None  # a .py file's: a source loader
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module
+    module_spec.loader.exec_module(module)
+    return module
 
 
 def load_profile(spec: str) -> str | simfs.Profile:

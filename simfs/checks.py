@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from .errors import ConfigError, invalid
+from .extras import install_hint
 
 MAX_NODES = 4096
 MAX_RANKS = 65536
@@ -77,7 +78,8 @@ def installed(module: str) -> bool:
 
 def preload(where: str, value: Any, carrier: str) -> tuple[str, ...]:
     """Modules rank processes start with (``["transformers", "lightning.pytorch"]``): installed
-    module names, in order, once each; only rank processes have them."""
+    module names, in order, once each (a missing one's error names the extra that installs it);
+    only rank processes have them."""
     if isinstance(value, str) or not hasattr(value, "__iter__"):
         raise invalid(where, "preload", "a list of module names such as ['transformers']", value)
     names = tuple(dict.fromkeys(value))
@@ -85,7 +87,8 @@ def preload(where: str, value: Any, carrier: str) -> tuple[str, ...]:
         if not isinstance(module, str) or not all(part.isidentifier() for part in module.split(".")):
             raise invalid(where, "preload entry", "a module name such as 'transformers'", module)
         if not installed(module):
-            raise invalid(where, "preload entry", "an installed module", module)
+            raise ConfigError(f"{invalid(where, 'preload entry', 'an installed module', module)} "
+                              f"({install_hint(module)})")
     if names and carrier != "process":
         raise ConfigError(f"{where}: preload needs carrier='process': greenlet ranks share the modules of one "
                           "process, which imports each once already")

@@ -10,9 +10,10 @@ import coord
 from scenarios.probe import ProbeReport, Settings, probe
 
 
-def probe_quick(path: str, paths: list[str] | None, trials: int | None = None) -> ProbeReport:
-    """``simfs probe PATH --quick`` on this rank, as the library call."""
-    return probe(path, paths=paths, settings=Settings.quick_mode(trials=trials))
+def probe_quick(path: str, paths: list[str] | None, trials: int | None = None,
+                timeout: float | None = None) -> ProbeReport:
+    """``simfs probe PATH --quick [--timeout S]`` on this rank, as the library call."""
+    return probe(path, paths=paths, settings=Settings.quick_mode(trials=trials, timeout=timeout))
 
 
 def probe_failing(path: str, failing_rank: int) -> str:

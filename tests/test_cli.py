@@ -109,6 +109,77 @@ def _simfs(*args: str, cwd: Path, **kw: object) -> subprocess.CompletedProcess[s
                           timeout=300, **kw)  # type: ignore[call-overload,no-any-return]
 
 
+def _in_a_shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` as a user pastes it into a shell, with this interpreter's ``simfs`` on the PATH."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+BUGGY_JOB_FILE = '''
+import os
+import torch.distributed as dist
+
+
+def job():
+    """Every rank makes the directory it does not see: FileExistsError where a lookup cache lies."""
+    if not os.path.exists("/shared/trace"):
+        os.makedirs("/shared/trace", exist_ok=True)
+    dist.barrier()
+
+
+def no_rank_hung(result):
+    assert not result.hung, f"ranks {sorted(result.hung)} hung"
+'''
+
+
+@pytest.fixture(scope="module")
+def job_file_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`simfs run` of a job file with a known bug and a property, in a directory below the one
+    simfs runs in (its module is not importable by name from there), its output a pipe as in CI."""
+    where = tmp_path_factory.mktemp("job_file")
+    (where / "jobs").mkdir()
+    (where / "jobs" / "buggy.py").write_text(BUGGY_JOB_FILE)
+    return where, _simfs("run", "jobs/buggy.py:job", "--check", "jobs/buggy.py:no_rank_hung", "--profile", "beegfs",
+                         "--examples", "10", "--carrier", "greenlet", "--report", "", "--db", "", cwd=where)
+
+
+def test_an_unexpected_failure_is_shown_with_a_replay_command_that_works_in_a_shell(
+        job_file_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    where, run = job_file_run
+    assert run.returncode == 1, run.stdout + run.stderr
+    account = run.stdout[run.stdout.index("simfs scenarios"):]  # after the table
+    assert re.search(r"^jobs/buggy.py:job on beegfs: root cause: rank \d \(node \d\) raised FileExistsError", account,
+                     re.M), account
+    assert "\nthe counterexample:\n  - stale cache: " in account
+    (command,) = re.findall(r"^reproduce: (.*)$", account, re.M)
+    assert command.startswith("simfs replay --job jobs/buggy.py:job --check jobs/buggy.py:no_rank_hung 'scenarios1:")
+    replayed = _in_a_shell(command, where)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert re.match(r"root cause: rank \d \(node \d\) raised FileExistsError", replayed.stdout), replayed.stdout
+
+
+def test_outside_a_terminal_each_finished_search_prints_a_line(
+        job_file_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    _, run = job_file_run
+    before_the_table = run.stdout[:run.stdout.index("simfs scenarios")].strip().splitlines()
+    assert len(before_the_table) == 1 and re.fullmatch(
+        r"\[1/1\] jobs/buggy.py:job on beegfs: fail \(expected pass\): UNEXPECTED, \d+ examples? in \d+\.\d s",
+        before_the_table[0]), run.stdout
+
+
+def test_verbose_shows_each_expected_failure_too(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "makedirs-every-rank", "--profile", "beegfs", "--examples", "20", "--seed", "3", "--jobs", "1",
+            "--shrink-time", "1", "--report", "", "--db", ""]
+    assert main(argv) == 0
+    assert "root cause" not in capsys.readouterr().out  # an expected failure, as the table says
+    assert main([*argv, "-v"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^makedirs-every-rank on beegfs \(an expected failure\): root cause: rank \d", out, re.M), out
+    (command,) = re.findall(r"^reproduce: (simfs replay '.*')$", out, re.M)  # a library scenario: importable
+    assert main(["replay", command.split("'")[1]]) == 1
+
+
 def test_help_and_version_do_not_import_torch(tmp_path: Path) -> None:
     code = ("import sys; sys.argv = ['simfs', '--help']\nfrom scenarios.cli import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\nprint('torch' in sys.modules)")

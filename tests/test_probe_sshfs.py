@@ -10,6 +10,10 @@ measurement must find the timeout that governs it within 25%:
 
 Then the emitted profile, loaded into simfs, must give the same verdict as the real mounts for
 "rank 0 creates a directory, the other node waits for it with a timeout", below and above the lag.
+
+And on mounts whose caches outlive the probe's ``--timeout``: every lifetime is reported and
+calibrated as a lower bound ('at least'), never as 'not cached', and a wait shorter than the lag
+fails in simfs as it does on the real mounts.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import simfs
 from _probe_jobs import probe_quick, wait_for_directory
 from _procs import run_procs
 from scenarios.probe import ProbeReport, profile_from_report
+from scenarios.probe.calibrate import lower_bounds
+from scenarios.probe.shortfall import advice
 
 pytestmark = [pytest.mark.sshfs, pytest.mark.slow]  # (slow: real mounts, left out of README's test command)
 
@@ -33,8 +39,9 @@ def _near(value: float | None, expected: float) -> bool:
     return value is not None and abs(value - expected) <= WITHIN * expected
 
 
-def _probe_and_wait(mounts: list[str], timeouts: list[float]) -> tuple[ProbeReport, list[str]]:
-    report = probe_quick(mounts[0], mounts)
+def _probe_and_wait(mounts: list[str], timeouts: list[float], probe_timeout: float | None = None
+                    ) -> tuple[ProbeReport, list[str]]:
+    report = probe_quick(mounts[0], mounts, timeout=probe_timeout)
     return report, wait_for_directory(mounts, "waited", timeouts)
 
 
@@ -80,5 +87,47 @@ def test_probe_measures_the_fuse_timeouts_and_calibrates_simfs(sshfs_mounts) -> 
     loaded = simfs.Profile.load(path)
     result = simfs.Cluster(nodes=2, ranks_per_node=1, profile=loaded).run(
         wait_for_directory, ["/shared", "/shared"], "waited", timeouts)
+    assert result.ok, result.summary()
+    assert result.returns[1] == real
+
+
+LONG, SHORT = 3.0, 1.0  # FUSE timeouts of the mounts, and the probe's --timeout under them
+
+
+def test_caches_outliving_the_timeout_are_lower_bounds_in_the_report_and_the_profile(sshfs_mounts) -> None:
+    pair = sshfs_mounts.pair(LONG, LONG, LONG, sshfs_cache=False)
+    mounts = [pair.a, pair.b]
+    waits = [SHORT / 2]  # shorter than the lag: times out on the real mounts
+    (report, _), (_, real) = run_procs(_probe_and_wait, 2, mounts, waits, SHORT, timeout=120)
+    assert os.listdir(pair.export) == ["waited"]
+
+    lags = {(lag.op, lag.mode): lag for lag in report.visibility}
+    for key in [(op, "looked") for op in ("mkdir", "create", "rename", "unlink")] + [("mkdir", "listed")]:
+        assert lags[key].lag.not_seen == lags[key].lag.n, lags[key]  # the premise: the lag exceeds --timeout
+    caches = report.caches
+    assert caches is not None and caches.file is not None and caches.dir is not None
+    for chain in (caches.file, caches.dir):
+        assert chain.periods == [] and chain.next_at_least == SHORT and not chain.capped, chain
+
+    profile = profile_from_report(report)
+    lifetimes = ["acregmin", "acregmax", "acdirmin", "acdirmax", "negative_ttl", "positive_ttl"]
+    assert profile.lookupcache == "all" and not profile.lookup_tied_to_parent, profile
+    assert {name: getattr(profile, name) for name in lifetimes} == dict.fromkeys(lifetimes, SHORT)
+    assert sorted(lower_bounds(profile.sources)) == sorted(lifetimes)
+    for name in lifetimes:
+        assert f"at least {SHORT:g} s, a lower bound" in (profile.source(name) or ""), name
+    stopped = [v for v in report.verdicts if v.topic == "timeout"]
+    assert len(stopped) == 1 and "lower bounds" in stopped[0].text, report.verdicts
+    assert stopped[0].recommendation.endswith("--timeout 120"), stopped[0]
+    closing = advice(report)
+    assert closing is not None and "stopped short" in closing
+    assert [v.level for v in report.verdicts if v.topic == "visibility"] == ["bad"]
+
+    # the same wait in simfs on the emitted profile: timed out, as on the real mounts
+    assert real == ["timed out"]
+    path = os.path.join(os.path.dirname(pair.export), "short.toml")
+    profile.save(path)
+    result = simfs.Cluster(nodes=2, ranks_per_node=1, profile=simfs.Profile.load(path)).run(
+        wait_for_directory, ["/shared", "/shared"], "waited", waits)
     assert result.ok, result.summary()
     assert result.returns[1] == real

@@ -1,6 +1,7 @@
 """The pytest plugin (scenarios.pytest_plugin, entry point pytest11), through inner pytest sessions:
 a marked rank program is searched and fails with its replay string, several profiles make several
-tests, the options are checked, the simfs_cluster fixture, and one report from pytest-xdist workers."""
+tests, the options are checked, the simfs_cluster fixture, and one report (a directory, as `simfs run
+--report` writes) from pytest-xdist workers."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ import pytest
 def test_no_recover():
     pass
 ''')
-    result = pytester.runpytest(*INNER, "-v", "--simfs-report", "out/report.json")
+    result = pytester.runpytest(*INNER, "-v", "--simfs-report", "out")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines_random(["*test_rank0_makes?nfs? PASSED*", "*test_rank0_makes?beegfs? PASSED*",
                                         "*test_rank0_makes?lustre? PASSED*"])
@@ -95,6 +96,48 @@ def test_no_recover():
     broken = outcomes["test_broken.py::test_no_recover"]
     assert broken.verdict == "error" and "crashes need recover=" in broken.error and broken.finding is None
     assert len(outcomes) == 4
+
+
+def test_a_report_directory_gets_every_format_and_the_failure_is_still_shown(pytester: pytest.Pytester) -> None:
+    """`--simfs-report DIR/` writes the report the way `simfs run --report DIR` does, and pytest
+    still prints its FAILURES section, the finding in it."""
+    pytester.makepyfile(test_naive=NAIVE)
+    result = pytester.runpytest(*INNER, "--simfs-carrier", "greenlet", "--simfs-report", "out/")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["*= FAILURES =*", "FAILED: test_naive on beegfs (2 nodes x 2 ranks, *)*",
+                                 "root cause: rank * raised FileExistsError*",
+                                 "    or: simfs replay *'scenarios1:*'"])
+    assert {p.name for p in (pytester.path / "out").iterdir()} == {"report.json", "report.xml", "report.html"}
+    naive = _outcomes(str(pytester.path / "out" / "report.json"))["test_naive.py::test_naive"]
+    assert naive.verdict == "fail" and naive.finding is not None and naive.finding.replay.startswith("scenarios1:")
+    assert "FileExistsError" in (pytester.path / "out" / "report.xml").read_text()
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("out/report.json", "*--simfs-report out/report.json: give a directory, not a file*"),
+    ("a_file", "*--simfs-report a_file: give a directory, not a file*"),
+    ("a_file/out", "*--simfs-report a_file/out: *a_file is a file, so the directory cannot be made*"),
+])
+def test_a_report_that_is_no_directory_is_refused_before_any_test_runs(pytester: pytest.Pytester, value: str,
+                                                                       message: str) -> None:
+    pytester.makefile("", a_file="not a directory")
+    pytester.makepyfile(test_never="def test_never():\n    raise AssertionError('ran')\n")
+    result = pytester.runpytest(*BASE, "--simfs-report", value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "ran" not in result.stdout.str()
+
+
+def test_a_report_that_cannot_be_written_is_said_after_the_failures(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_takes_its_place='''
+def test_takes_its_place():
+    open("out", "w").close()  # where the report's directory was to be made
+    raise AssertionError("the failure itself")
+''')
+    result = pytester.runpytest(*BASE, "--simfs-report", "out")
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    result.stdout.fnmatch_lines(["simfs: --simfs-report */out: the report could not be written: *", "*= FAILURES =*",
+                                 "*AssertionError: the failure itself"])
 
 
 def test_simfs_profile_replaces_the_marks_profiles(pytester: pytest.Pytester) -> None:
@@ -164,8 +207,9 @@ def test_arguments(simfs_cluster):
 
 def test_xdist_workers_write_one_report(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_naive=NAIVE, test_correct=CORRECT)
-    report = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "-v", *INNER, "--simfs-report", str(report))
+    report = pytester.path / "reports" / "report.json"
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "-v", *INNER, "--simfs-report",
+                                           str(report.parent))
     result.assert_outcomes(passed=3, failed=1)
     workers = set(re.findall(r"\[(gw\d)\] .*(?:PASSED|FAILED) test_", result.stdout.str()))
     assert workers == {"gw0", "gw1"}, result.stdout.str()

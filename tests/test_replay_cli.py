@@ -281,6 +281,39 @@ def test_replay_command_with_a_job(in_tmp, capsys):
     assert main(["replay", original.replay, "--job", f"{JOBS}:always_ok"]) == 0
 
 
+SCRIPT = '''
+import os
+import torch.distributed as dist
+import scenarios
+
+
+def job():
+    if not os.path.exists("/shared/trace"):
+        os.makedirs("/shared/trace", exist_ok=True)
+    dist.barrier()
+
+
+if __name__ == "__main__":
+    print(scenarios.explore(job, nodes=2, ranks_per_node=2, profile="beegfs", max_examples=10, carrier="greenlet",
+                            database=None))
+'''
+
+
+def test_a_finding_of_a_job_in_a_script_prints_a_replay_command_that_works_in_a_shell(tmp_path):
+    """The job is ``__main__``'s, which the replay string cannot import: the command names its file."""
+    (tmp_path / "search.py").write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    searched = subprocess.run([sys.executable, "search.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+    assert searched.returncode == 0 and searched.stdout.startswith("FAILED: job on beegfs"), searched.stderr
+    (command,) = [line.removeprefix("    or: ") for line in searched.stdout.splitlines() if line.startswith("    or: ")]
+    assert command.startswith("simfs replay --job search.py:job 'scenarios1:")
+    replayed = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert replayed.stdout.startswith("root cause: rank") and "FileExistsError" in replayed.stdout.splitlines()[0]
+
+
 def test_profiles_command_lists_names(capsys):
     assert main(["profiles"]) == 0
     lines = capsys.readouterr().out.splitlines()

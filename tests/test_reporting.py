@@ -4,9 +4,11 @@ test_report_html_browser.py)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -24,10 +26,13 @@ from _report_samples import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec.structs import replace
+from rich.console import Console
 
 from scenarios import outcome as model
 from scenarios.outcome import Event, Failure, FindingRecord, Report, shown
 from scenarios.reporting import read_json, render_html, replay_command, write_all, write_json, write_junit
+from scenarios.reporting.console import searching, show_failures
 from scenarios.reporting.failing import failing_event, failing_label
 from scenarios.reporting.timeline import timeline_svgs
 
@@ -180,6 +185,47 @@ def test_junit_error_and_expected_failure(tmp_path: Path) -> None:
 def test_replay_command_quotes_for_the_shell() -> None:
     assert replay_command("scenarios1:abc") == "simfs replay 'scenarios1:abc'"
     assert replay_command("it's") == "simfs replay 'it'\\''s'"
+    assert replay_command("scenarios1:abc", ["--job", "my jobs/a.py:job"]) == \
+        "simfs replay --job 'my jobs/a.py:job' 'scenarios1:abc'"
+
+
+def test_every_report_replays_a_job_file_with_its_options(tmp_path: Path) -> None:
+    """A finding of a job file replays with `--job FILE.py:job`: the console, JUnit and HTML say so."""
+    finding = replace(makedirs_finding(), replay_options=["--job", "jobs/train.py:job"])
+    command = f"simfs replay --job jobs/train.py:job '{MAKEDIRS_REPLAY}'"
+    report = one_finding_report(finding)
+    write_junit(report, tmp_path / "report.xml")
+    assert command in (tmp_path / "report.xml").read_text()
+    assert command.replace("'", "&#x27;") in render_html(report)
+    shown_on = Console(file=io.StringIO(), width=200)
+    show_failures(shown_on, [outcome("jobs/train.py:job", "nfs", "pass", "fail", finding)], every=False)
+    assert f"reproduce: {command}\n" in shown_on.file.getvalue()  # type: ignore[attr-defined]
+
+
+# -- the console ------------------------------------------------------------------------------------
+
+def test_the_console_shows_expected_failures_when_told_to() -> None:
+    outcomes = [outcome("makedirs_every_rank", "beegfs", "fail", "fail", makedirs_finding()),
+                outcome("latest_atomic_write", "nfs", "pass", "fail", crash_finding())]
+    for every, shown_names in ((False, ["latest_atomic_write"]), (True, ["makedirs_every_rank",
+                                                                         "latest_atomic_write"])):
+        console = Console(file=io.StringIO(), width=200)
+        show_failures(console, outcomes, every=every)
+        text = console.file.getvalue()  # type: ignore[attr-defined]
+        assert re.findall(r"^(\w+) on \w+(?: \(an expected failure\))?: root cause", text, re.M) == shown_names
+        assert text.count("reproduce: simfs replay '") == len(shown_names)
+
+
+def test_outside_a_terminal_each_search_is_a_line_and_a_long_one_a_line_a_while() -> None:
+    console = Console(file=io.StringIO(), width=200)  # a file: no terminal
+    done = outcome("makedirs_every_rank", "beegfs", "fail", "fail", makedirs_finding())
+    with searching(console, 2, quiet=0.2) as told:
+        time.sleep(0.7)  # a search that takes a while
+        told(done)
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines[-1] == "[1/2] makedirs_every_rank on beegfs: fail as expected, 1 example in 0.4 s"
+    assert len(lines) >= 3, lines
+    assert all(re.fullmatch(r"still searching: 0 of 2 searches finished after \d+ s", line) for line in lines[:-1])
 
 
 # -- HTML -------------------------------------------------------------------------------------------

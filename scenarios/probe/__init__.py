@@ -64,8 +64,9 @@ def probe(path: str | os.PathLike[str], *, paths: Sequence[str] | None = None, s
         found_rates = rates.measure(ctx)
     hosts = [host for _, _, host in who]
     where = f"at {started} from {', '.join(dict.fromkeys(hosts))} on {os.fspath(path)}"
-    profile = calibrate(where=where, lags=lags, caches=found_caches, consistency=found_consistency,
-                        contention=found_contention, locks=found_locks, rates=found_rates)
+    profile = calibrate(where=where, timeout=settings.timeout, lags=lags, caches=found_caches,
+                        consistency=found_consistency, contention=found_contention, locks=found_locks,
+                        rates=found_rates)
     report = ProbeReport(
         schema=SCHEMA, simfs_version=_version(), command=command, started=started,
         wall_time=time.perf_counter() - wall, path=os.fspath(path), paths=[m for _, m, _ in who], hosts=hosts,

@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .context import Context
+from .lifetime import listing_ends
 from .report import AttrLifetimes, Caches, Lag, Stats
 from .rounds import Experiment, run_round
-from .settings import NO_LAG
+from .settings import MAX_LINKS, NO_LAG
 
-MAX_LINKS = 5
-"""Revalidations followed at most: from a 3 s acregmin doubling, the fifth ends at 96 s, past NFS's
-60 s acregmax (and the per-trial timeout ends the chain sooner)."""
 OLD_TIME = 1_000_000_000  # the mtime a change sets (2001): visible whatever the server's tick
 AGREE = 0.25
 """Two lifetimes within 25% agree (the cap is reached); also where in the next lifetime the change
@@ -72,29 +70,33 @@ def _attr_chains(ctx: Context) -> dict[Kind, AttrLifetimes]:
     quarter of the last lifetime after it) and see when the change shows. Files and directories
     share the rounds."""
     kinds: tuple[Kind, ...] = ("file", "dir")
+    timeout = ctx.settings.timeout
     round_one = _lifetimes(ctx, dict.fromkeys(kinds))
     ctx.progress.advance()
     firsts = {k: Stats.of(round_one[k]) for k in kinds}
-    periods: dict[Kind, list[float]] = {k: [p] if (p := firsts[k].p50) is not None else [] for k in kinds}
+    # a trial not seen within the timeout: the first lifetime is at least the timeout, nothing to follow
+    outlived: dict[Kind, float | None] = {k: timeout if firsts[k].not_seen else None for k in kinds}
+    periods: dict[Kind, list[float]] = {k: [] if firsts[k].not_seen or (p := firsts[k].p50) is None else [p]
+                                        for k in kinds}
     capped = {k: bool(periods[k]) and periods[k][0] < NO_LAG for k in kinds}  # not cached: nothing to follow
     active = {k for k in kinds if periods[k] and not capped[k]}
     for _ in range(MAX_LINKS):
         delays = {k: sum(periods[k]) + AGREE * periods[k][-1] for k in sorted(active)}
-        active = {k for k, d in delays.items() if d <= ctx.settings.timeout}
+        active = {k for k, d in delays.items() if d <= timeout}
         if not active:
             break
         totals = _lifetimes(ctx, {k: delays[k] for k in sorted(active)})
         ctx.progress.advance()
         for k in sorted(active):
-            seen = [t for t in totals[k] if t is not None]
-            if not seen:
-                active.discard(k)  # not seen within the timeout: unresolved
+            if None in totals[k]:  # not seen within the timeout: this lifetime is at least that long
+                outlived[k] = timeout
+                active.discard(k)
                 continue
-            periods[k].append(statistics.median(seen) - sum(periods[k]))
+            periods[k].append(statistics.median(t for t in totals[k] if t is not None) - sum(periods[k]))
             if abs(periods[k][-1] - periods[k][-2]) <= AGREE * periods[k][-2]:
                 capped[k] = True
                 active.discard(k)
-    return {k: AttrLifetimes(k, firsts[k], periods[k], capped[k]) for k in kinds}
+    return {k: AttrLifetimes(k, firsts[k], periods[k], capped[k], outlived[k]) for k in kinds}
 
 
 def mtime_granularity(ctx: Context) -> float:
@@ -143,9 +145,7 @@ def measure(ctx: Context, lags: list[Lag]) -> Caches:
     ctx.progress.phase("caches", 2 + MAX_LINKS)
     negative = _stats(lags, ("mkdir", "create", "rename"), "looked")
     listed = _stats(lags, ("mkdir", "create", "rename"), "listed")
-    drops = None
-    if negative is not None and listed is not None and negative.p50 is not None and negative.p50 >= NO_LAG:
-        drops = listed.p50 is not None and listed.p50 < negative.p50 / 2
+    drops = listing_ends(negative, listed, ctx.settings.timeout)
     chains = _attr_chains(ctx) if ctx.cross_node else {}
     granularity = mtime_granularity(ctx)
     ctx.progress.advance(2 + MAX_LINKS)

@@ -15,7 +15,7 @@ from rich.console import Console
 from coord import get_comm
 
 from ..exitcodes import EXIT_INTERRUPTED, EXIT_UNEXPECTED
-from . import probe
+from . import probe, shortfall
 from .calibrate import profile_from_report
 from .display import PhaseBars, show
 from .report import write_report
@@ -40,6 +40,7 @@ def _join_group(timeout: float) -> bool:
 
 
 def _finish(args: argparse.Namespace, report: Any, console: Console) -> None:
+    """The tables, the files, and last what outlived the timeout and how to measure it."""
     show(report, console)
     if args.report:
         console.print(f"report: {write_report(report, args.report)}")
@@ -47,6 +48,9 @@ def _finish(args: argparse.Namespace, report: Any, console: Console) -> None:
         name = os.path.splitext(os.path.basename(args.emit_profile))[0]
         profile_from_report(report).replace(name=name).save(args.emit_profile)
         console.print(f"profile: {args.emit_profile} (simfs run JOB --profile {args.emit_profile})")
+    stopped = shortfall.advice(report)
+    if stopped is not None:
+        console.print(stopped, style="yellow", markup=False, soft_wrap=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -53,12 +53,15 @@ class AttrLifetimes(msgspec.Struct, frozen=True):
     """Successive lifetimes of a node's cached attributes of an unchanged file or directory
     (nfstest_cache's method: change it just after the k-th expiry, see when the change shows).
     ``capped``: the last two agree (acXXmax reached); False with several: still growing when the
-    probe stopped, so the last is a lower bound."""
+    probe stopped, so the last is a lower bound. ``next_at_least``: the lifetime after the last of
+    ``periods`` (the first, when ``periods`` is empty) was not seen within the timeout: it lasts at
+    least this many seconds."""
 
     kind: Literal["file", "dir"]
     first: Stats  # the first lifetime over trials (acXXmin)
-    periods: list[float]  # first, second, ... lifetime (medians over trials)
+    periods: list[float]  # first, second, ... lifetime (medians over trials); [] when the first outlived the timeout
     capped: bool
+    next_at_least: float | None = None
 
 
 class Caches(msgspec.Struct, frozen=True):

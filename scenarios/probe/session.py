@@ -18,6 +18,12 @@ from types import FrameType
 from coord import Comm, WaitTimeout, wait_visible
 
 PREFIX = ".simfs-probe-"
+REMOVE_SECONDS = 65.0
+"""Longest rank 0 retries removing the probe directory at the end, at least the probe's timeout:
+a cached 'not found' or listing that hides entries another node made lives at most a directory
+attribute lifetime, 60 s on NFS by default (nfs(5) acdirmax), and may outlive the timeout (what
+the probe then reports as lower bounds). Each retry finds what expired, so a mount without such
+caches is done at the first."""
 
 
 class ProbeRefused(ValueError):
@@ -128,7 +134,7 @@ def open_session(comm: Comm, mount: str, timeout: float) -> Iterator[Session]:
     try:
         yield session
         comm.barrier()
-        if comm.rank == 0 and not remove_tree(session.root, timeout):
+        if comm.rank == 0 and not remove_tree(session.root, max(timeout, REMOVE_SECONDS)):
             raise OSError(f"could not remove the probe directory {session.root}")
     except BaseException:
         remove_tree(session.root, timeout)  # every rank: what it made, and what others left

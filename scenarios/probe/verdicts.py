@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from . import shortfall
+from .lifetime import Lifetime, first_attr_lifetime, longest_attr_lifetime
 from .report import Caches, Consistency, Contention, Lag, Locks, ProbeReport, Verdict
 from .settings import NO_LAG
 
@@ -10,53 +12,65 @@ WAIT_FACTOR = 3
 the tail, and a wait that times out fails the job while a long one costs nothing when it succeeds."""
 
 
+def _missed(lag: Lag) -> str:
+    share = "" if lag.lag.not_seen == lag.lag.n else f", {lag.lag.not_seen} of {lag.lag.n} trials"
+    return f"{lag.op} ({lag.mode}{share})"
+
+
 def _visibility(lags: list[Lag], timeout: float) -> list[Verdict]:
+    """One verdict: changes some trial of which was not seen within the timeout (the others only
+    as context), else the worst lag seen."""
     missed = [lag for lag in lags if lag.lag.not_seen]
-    seen = [lag for lag in lags if lag.lag.p99 is not None]
-    out = []
+    seen = [lag for lag in lags if not lag.lag.not_seen and lag.lag.p99 is not None]
+    worst = max(seen, key=lambda lag: lag.lag.p99 or 0.0) if seen else None
+    p99 = (worst.lag.p99 or 0.0) if worst is not None else 0.0
     if missed:
-        names = ", ".join(f"{lag.op} ({lag.mode})" for lag in missed)
-        out.append(Verdict("bad", "visibility", f"not seen by another node within {timeout:g} s: {names}",
-                           "rerun with a longer --timeout to measure it; wait timeouts must exceed it "
-                           "(NFS directory caches live up to 60 s: acdirmax)"))
-    if seen:
-        worst = max(seen, key=lambda lag: lag.lag.p99 or 0.0)
-        p99 = worst.lag.p99 or 0.0
-        if p99 < NO_LAG:
-            out.append(Verdict("ok", "visibility", f"changes made on one node are seen on the others at once "
-                                                   f"(p99 {p99 * 1000:.0f} ms)"))
-        else:
-            out.append(Verdict("warn", "visibility", f"a change made on one node stays invisible on another for up "
-                                                     f"to {p99:.2f} s (p99, {worst.op} {worst.mode})",
-                               f"wait timeouts >= {WAIT_FACTOR} x p99 visibility lag = {WAIT_FACTOR * p99:.1f} s "
-                               f"(coord.wait_visible, coord.makedirs_once)"))
-    return out
+        others = "" if worst is None else ("; the others were seen at once" if p99 < NO_LAG else
+                                           f"; the others within {p99:.2f} s (p99, {worst.op} {worst.mode})")
+        return [Verdict("bad", "visibility", f"not seen by another node within {timeout:g} s: "
+                        f"{', '.join(_missed(lag) for lag in missed)}: invisible there at least that long{others}",
+                        "wait timeouts must exceed it (NFS directory caches live up to 60 s: acdirmax)")]
+    if worst is None:
+        return []
+    if p99 < NO_LAG:
+        return [Verdict("ok", "visibility", f"changes made on one node are seen on the others at once "
+                                            f"(p99 {p99 * 1000:.0f} ms)")]
+    return [Verdict("warn", "visibility", f"a change made on one node stays invisible on another for up "
+                                          f"to {p99:.2f} s (p99, {worst.op} {worst.mode})",
+                    f"wait timeouts >= {WAIT_FACTOR} x p99 visibility lag = {WAIT_FACTOR * p99:.1f} s "
+                    f"(coord.wait_visible, coord.makedirs_once)")]
 
 
-def _caches(c: Caches) -> list[Verdict]:
+def _caches(c: Caches, timeout: float) -> list[Verdict]:
     out = []
-    neg = c.negative_lifetime.p50 if c.negative_lifetime is not None else None
-    if neg is not None and neg >= NO_LAG:
+    neg = Lifetime.of(c.negative_lifetime, timeout) if c.negative_lifetime is not None else None
+    if neg is not None and neg.cached:
         if c.listing_drops_negative:
-            out.append(Verdict("info", "lookup cache", f"a cached 'not found' lives {neg:.2f} s; listing the "
+            out.append(Verdict("info", "lookup cache", f"a cached 'not found' lives {neg}; listing the "
                                                        f"parent ends it", "coord.wait_visible revalidates this way"))
         else:
-            out.append(Verdict("warn", "lookup cache", f"a cached 'not found' lives {neg:.2f} s and listing the "
+            out.append(Verdict("warn", "lookup cache", f"a cached 'not found' lives {neg} and listing the "
                                                        f"parent does not end it: only time does",
                                "have waiters not look a path up before it is made (barrier after the creation), "
                                "or wait longer than that"))
     for chain in (c.file, c.dir):
-        if chain is not None and chain.periods and chain.periods[0] >= NO_LAG:
-            longest = max(chain.periods)
-            bound = "" if chain.capped else " or more"
-            out.append(Verdict("info", f"{chain.kind} attributes", f"another node's change to a {chain.kind}'s "
-                               f"size or times shows after {chain.periods[0]:.2f} s, later after unchanged "
-                               f"revalidations: up to {longest:.2f} s{bound}",
-                               "do not decide from another node's stat() alone; rank 0 decides (coord.rank0_decides)"))
+        if chain is None:
+            continue
+        first, longest = first_attr_lifetime(chain, timeout), longest_attr_lifetime(chain, timeout)
+        if not first.cached:
+            continue
+        if first.lower_bound:
+            shows = f"was not seen within {timeout:g} s: its attributes are cached {first}"
+        else:
+            later = f"up to {longest}" if not longest.lower_bound else f"{longest} (no cap reached)"
+            shows = f"shows after {first}, later after unchanged revalidations: {later}"
+        out.append(Verdict("info", f"{chain.kind} attributes", f"another node's change to a {chain.kind}'s size "
+                           f"or times {shows}",
+                           "do not decide from another node's stat() alone; rank 0 decides (coord.rank0_decides)"))
     return out
 
 
-def _consistency(c: Consistency) -> list[Verdict]:
+def _consistency(c: Consistency, timeout: float) -> list[Verdict]:
     out = []
     if c.close_to_open:
         out.append(Verdict("ok", "close-to-open", "an open after another node's close reads the whole new file"))
@@ -81,8 +95,8 @@ def _consistency(c: Consistency) -> list[Verdict]:
                            "keep old checkpoints until their readers finish (checkpoint reader leases); reopen on "
                            "ESTALE"))
     if c.same_tick and not c.same_tick_seen:
-        out.append(Verdict("bad", "timestamps", "a same-size rewrite within one mtime tick is never seen by a node "
-                           "that read the old content", "write new content under a new name"))
+        out.append(Verdict("bad", "timestamps", f"a same-size rewrite within one mtime tick was not seen within "
+                           f"{timeout:g} s by a node that read the old content", "write new content under a new name"))
     return out
 
 
@@ -129,9 +143,9 @@ def judge(report: ProbeReport) -> list[Verdict]:
     """The verdicts of a report (its own ``verdicts`` field ignored)."""
     out = _visibility(report.visibility, report.timeout)
     if report.caches is not None:
-        out += _caches(report.caches)
+        out += _caches(report.caches, report.timeout)
     if report.consistency is not None:
-        out += _consistency(report.consistency)
+        out += _consistency(report.consistency, report.timeout)
     if report.contention is not None:
         out += _contention(report.contention)
     out += _locks(report.locks)
@@ -147,4 +161,5 @@ def judge(report: ProbeReport) -> list[Verdict]:
         out.append(Verdict("info", "coverage", "needs a second node (or --paths with a second mount): "
                                                + ", ".join(report.needs_two_nodes),
                            "run under torchrun with --nnodes 2 or more"))
-    return out
+    stopped = shortfall.verdict(report)
+    return out if stopped is None else [*out, stopped]

@@ -4,6 +4,10 @@ report file is written (whole or not at all)."""
 from __future__ import annotations
 
 import os
+import shlex
+from collections.abc import Sequence
+
+from ..outcome import FindingRecord
 
 
 def seconds(value: float) -> str:
@@ -13,10 +17,17 @@ def seconds(value: float) -> str:
     return f"{value:.3g} s"
 
 
-def replay_command(replay: str) -> str:
-    """The shell command that reproduces a finding: ``simfs replay '<replay>'``."""
+def replay_command(replay: str, options: Sequence[str] = ()) -> str:
+    """The shell command that reproduces a finding: ``simfs replay [OPTIONS] '<replay>'``, where
+    ``options`` name the callables the replay string cannot (``--job FILE.py:function``:
+    FindingRecord.replay_options)."""
     quoted = replay.replace("'", "'\\''")
-    return f"simfs replay '{quoted}'"
+    return shlex.join(["simfs", "replay", *options]) + f" '{quoted}'"
+
+
+def replay_command_of(finding: FindingRecord) -> str:
+    """The shell command that reproduces ``finding``, run from where its search ran."""
+    return replay_command(finding.replay, finding.replay_options)
 
 
 def write_file(path: str | os.PathLike[str], data: bytes) -> None:

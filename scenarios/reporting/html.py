@@ -7,7 +7,7 @@ import os
 from html import escape
 
 from ..outcome import FindingRecord, Report, ScenarioOutcome
-from ._common import replay_command, seconds, write_file
+from ._common import replay_command_of, seconds, write_file
 from .coverage import coverage_cell
 from .output import output_html
 from .timeline import STYLE, legend_svg, timeline_svgs
@@ -125,7 +125,7 @@ def _finding(index: int, outcome: ScenarioOutcome, finding: FindingRecord) -> st
     return (f'<section class="finding" id="finding-{index}"><h2>{_title(outcome)} {state}</h2>'
             f'<p class="meta">{escape(" · ".join(m for m in meta if m))}</p>'
             f"<h3>Counterexample</h3><pre class=\"description\">{escape(finding.description)}</pre>"
-            f'<h3>Replay</h3><div class="replay"><pre><code>{escape(replay_command(finding.replay))}</code></pre>'
+            f'<h3>Replay</h3><div class="replay"><pre><code>{escape(replay_command_of(finding))}</code></pre>'
             f'<button class="copy" type="button">copy</button></div>'
             f"{_root_cause(finding)}{output_html(finding)}{_timeline(finding)}</section>")
 

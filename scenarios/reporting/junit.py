@@ -8,7 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from ..outcome import Report, ScenarioOutcome
-from ._common import replay_command, write_file
+from ._common import replay_command_of, write_file
 from .output import output_text
 
 # characters XML 1.0 does not allow, even escaped (ANSI colours in a traceback, NULs)
@@ -26,7 +26,7 @@ def _finding_text(outcome: ScenarioOutcome) -> str:
         return f"no failure found in {outcome.examples} examples"
     output = output_text(finding.output, finding.warnings)
     output = f"\n\n{output}" if output else ""
-    return f"{finding.description}{output}\n\nreplay: {replay_command(finding.replay)}\n"
+    return f"{finding.description}{output}\n\nreplay: {replay_command_of(finding)}\n"
 
 
 def _testcase(suite: ET.Element, outcome: ScenarioOutcome) -> None:
