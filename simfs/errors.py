@@ -70,6 +70,20 @@ class RankOutOfMemory(SimfsError, MemoryError):
         return type(self), (self.rank, self.limit, self.detail)
 
 
+class RankCannotStart(SimfsError):
+    """A rank's process could not start, before any of the job ran: what failed and, where a
+    resource limit stopped it, the limit's name (``limit``, "" if none did), its value (-1 if
+    none) and what to change."""
+
+    def __init__(self, rank: int, failure: str, limit: str = "", value: int = -1, change: str = "") -> None:
+        text = f"rank {rank}'s process could not start: {failure}"
+        super().__init__(f"{text}; {change}" if change else text)
+        self.rank, self.failure, self.limit, self.value, self.change = rank, failure, limit, value, change
+
+    def __reduce__(self) -> tuple[type, tuple[int, str, str, int, str]]:
+        return type(self), (self.rank, self.failure, self.limit, self.value, self.change)
+
+
 class RankError(SimfsError):
     """An exception a rank process raised whose class the host does not load (a class of the job's
     own: rank code never runs in the host): its type's name and its message."""

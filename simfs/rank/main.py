@@ -27,7 +27,7 @@ from ..report import format_exception, user_frame, where_raised
 from ..tasks import showing
 from ..tasks.process import Process
 from ..tasks.task import TASKS, Task
-from . import libsetup
+from . import libsetup, limits
 from .client import NATIVE, MachineClient, SchedulerClient, SyscallsClient
 from .dist import WorldClient
 from .intercept import audit
@@ -138,11 +138,14 @@ def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, star
          memory: int | None = None) -> NoReturn:
     """The rank process from fork to exit (``start``: its schema.RankSpec; ``console``: the write
     ends of its stdout and stderr pipes, which the host keeps as its output; ``outbox``: its collectives'
-    tensors, outbox.py; ``memory``: the private memory it may take, RLIMIT_DATA)."""
+    tensors, outbox.py; ``memory``: the private memory it may take, RLIMIT_DATA). What stops it
+    before it said hello the host learns in its place (_failed)."""
     code = 0
+    spoke = False
     try:
         _die_with(parent)
         os.setsid()  # a session and process group of its own: kill(0), setpriority of its group reach it alone
+        outbox.map_own()  # before its descriptor is closed, and before the host seals it
         spec = schema.decode_spec(start)
         proc = _process(spec)
         descriptors.keep_only((fd, stacks_fd, *outbox.descriptors, *prepared_descriptors()), *console)
@@ -163,11 +166,12 @@ def main(fd: int, stacks_fd: int, console: tuple[int, int], outbox: Outbox, star
         _become(link, proc, spec, outbox)
         wire.send(fd, schema.encode(schema.Hello(confinement.landlock_abi, dict(confinement.confined),
                                                  dict(confinement.unconfined))))
+        spoke = True
         link.answer(spec.tid)  # the scheduler's first turn
         wire.send(fd, _outcome(spec.tid, lambda: _main_thread(job, args, kwargs, proc)))
-    except BaseException:  # noqa: BLE001 - a rank process never returns into the host's code
-        traceback.print_exc()
+    except BaseException as exc:  # noqa: BLE001 - a rank process never returns into the host's code
         code = 70
+        _failed(fd, outbox.rank, exc, memory, spoke)
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -216,18 +220,36 @@ def _die_with(parent: int) -> None:
         os._exit(0)
 
 
+def _failed(fd: int, rank: int, error: BaseException, memory: int | None, spoke: bool) -> None:
+    """simfs's code of this process failed: its traceback to its stderr and, before it said hello,
+    why it could not start to the host in its place (RankCannotStart, naming the resource limit it
+    ran into; a Raised of tid 0: no thread of it ran). Out of memory, either may fail in turn: the
+    host then learns of its exit alone."""
+    try:
+        traceback.print_exc()
+        if not spoke:
+            failure = limits.cannot_start(rank, f"{type(error).__name__}: {error}", error, memory)
+            failure.__cause__ = error  # its traceback shows where it failed
+            wire.send(fd, _raised(0, failure))
+    except BaseException:  # noqa: BLE001 - no memory left, or the host gone: the process exits all the same
+        pass
+
+
 def _outcome(tid: int, body: Callable[[], Any]) -> bytes:
     """Done or Raised (schema.py): what the host learns of how thread ``tid`` ended."""
     try:
         value = body()
     except BaseException as exc:  # noqa: BLE001 - the rank's outcome, for the host's report
-        return schema.encode(schema.Raised(tid, _sendable(exc), _type_name(exc)[:256], schema.text(str(exc)),
-                                               schema.text(format_exception(exc)),
-                                               schema.text(where_raised(exc))))
+        return _raised(tid, exc)
     try:
         return schema.encode(schema.Done(tid, plaindata.dumps(value)))
     except Exception as exc:  # noqa: BLE001 - described to the host instead
         return schema.encode(schema.Unsendable(tid, _type_name(value)[:256], schema.text(str(exc))))
+
+
+def _raised(tid: int, exc: BaseException) -> bytes:
+    return schema.encode(schema.Raised(tid, _sendable(exc), _type_name(exc)[:256], schema.text(str(exc)),
+                                       schema.text(format_exception(exc)), schema.text(where_raised(exc))))
 
 
 def _type_name(value: Any) -> str:

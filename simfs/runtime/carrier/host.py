@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 from ... import _real, plaindata, relay
 from ...confinement import Confinement
 from ...confinement.confine import release as release_confinement
-from ...errors import ConfigError, OutsideSimulation, RankDied, RankError, RankOutOfMemory, SimfsError
+from ...errors import ConfigError, OutsideSimulation, RankCannotStart, RankDied, RankError, RankOutOfMemory, SimfsError
 from ...port import framing as wire
 from ...port import schema
 from ...rank import main as rank_side
+from ...rank.limits import cannot_start
 from ...relay import Relay
 from ...supervise import ask_for_stacks
 from ...tasks.process import Process
@@ -32,7 +33,7 @@ from .handle import Forward, RankProcess
 from .kept import zygote_for
 from .outbox import Outboxes
 from .requests import ProcessRequests
-from .zygote import MAX_START, Zygote, ZygoteGone
+from .zygote import MAX_START, NotForked, Zygote, ZygoteGone
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -50,6 +51,33 @@ _GRACE = 1.0  # real seconds a rank process whose socket ended gets to end too; 
 def _as_rank(serve: Callable[[int, Any], Any]) -> Callable[[RankProcess, Any], Any]:
     """A handler of a rank's request by its global rank, as one by its process's handle."""
     return lambda rank, request: serve(rank.proc.rank, request)
+
+
+def _zygote_for(rank: int, job: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                native: bool) -> tuple[Zygote, int, bool]:
+    """kept.zygote_for, at rank ``rank``'s start; RankCannotStart names the limit that stops it."""
+    try:
+        return zygote_for(job, args, kwargs, native)
+    except OSError as exc:
+        raise cannot_start(rank, f"the host could not fork the run's zygote ({exc})", exc) from exc
+
+
+def _descriptors(rank: int) -> tuple[int, ...]:
+    """Rank ``rank``'s process's descriptors as the host makes them: its socket's two ends (the
+    host's first), its stacks memfd, its stdout's and stderr's pipes (read end, write end);
+    RankCannotStart names the limit that stops one."""
+    made: list[int] = []
+    try:
+        made.extend(s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
+        made.append(os.memfd_create(f"simfs-rank{rank}-stacks"))
+        for _ in ("stdout", "stderr"):
+            made.extend(relay.pipe())
+    except OSError as exc:
+        error = cannot_start(rank, f"the host could not make its descriptors ({exc})", exc)
+        for fd in made:
+            _real.close(fd)
+        raise error from exc
+    return tuple(made)
 
 
 class _Exited(Exception):
@@ -95,11 +123,9 @@ class ProcessCarrier:
                               f"than the {MAX_START:,} a rank process starts from; its environment is "
                               f"{size:,} bytes (os.environ and Cluster(env=...)): make it smaller")
         if self._zygote is None:
-            self._zygote, self._job, self._owns_zygote = zygote_for(job, args, kwargs, self._world.native)
+            self._zygote, self._job, self._owns_zygote = _zygote_for(proc.rank, job, args, kwargs, self._world.native)
             self._zygote.outboxes(self.outboxes.readable)
-        host_end, rank_end = (s.detach() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
-        stacks = os.memfd_create(f"simfs-rank{proc.rank}-stacks")
-        (out, out_w), (err, err_w) = relay.pipe(), relay.pipe()
+        host_end, rank_end, stacks, out, out_w, err, err_w = _descriptors(proc.rank)
         try:
             self._zygote.launch(proc.rank, self._job, self.memory, start,
                                 [rank_end, stacks, out_w, err_w, self.outboxes.writable[proc.rank]])
@@ -132,7 +158,11 @@ class ProcessCarrier:
         """The oldest launch's process is known (its pid and pidfd)."""
         assert self._zygote is not None  # it launched
         rank = self._launching.popleft()
-        rank.pid, rank.pidfd = self._zygote.started(rank.proc.rank)
+        try:
+            rank.pid, rank.pidfd = self._zygote.started(rank.proc.rank)
+        except NotForked as exc:  # raised in the rank's own proxy (_serve)
+            rank.start_error = cannot_start(rank.proc.rank, f"the zygote could not fork it ({exc})", exc,
+                                            pid=self._zygote.pid)
 
     def _greet_everyone(self) -> None:
         """Before any rank runs: every rank process's first word (it mapped its own outbox and
@@ -141,7 +171,7 @@ class ProcessCarrier:
         while self._launching:
             self._started()
         for rank in self.ranks.values():
-            if not rank.greeted:
+            if not rank.greeted and rank.start_error is None:  # (a process the zygote could not fork has none)
                 rank.greeted = True
                 try:
                     self._greeted(rank)
@@ -152,8 +182,16 @@ class ProcessCarrier:
             self.machine.note("outbox", "", unsealed)
 
     def _greeted(self, rank: RankProcess) -> None:
-        """The rank process's first word: it confined itself (what the kernel refuses it)."""
-        hello = self._receive(rank)
+        """The rank process's first word: it confined itself (what the kernel refuses it), or why
+        it could not start (a Raised in its place: rank/main.py)."""
+        try:
+            hello = self._receive(rank)
+        except (SystemExit, _Exited) as exc:  # it could not even say why
+            status = exc.code if isinstance(exc, SystemExit) else 0
+            raise RankCannotStart(rank.proc.rank, f"its process exited with status {status} before it said "
+                                  "hello (what it wrote to its stderr, in the run's output, says why)") from None
+        if isinstance(hello, schema.Raised):
+            raise self._raised(rank, hello)
         if not isinstance(hello, schema.Hello):
             raise SimfsError(f"rank {rank.proc.rank}'s process did not start: it said {type(hello).__name__}")
         if self.confinement is None:

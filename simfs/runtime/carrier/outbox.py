@@ -9,18 +9,21 @@ it started, and the host seals every outbox once all have, before any rank runs
 (F_SEAL_FUTURE_WRITE, Linux 5.1+: no write(2) and no new writable mapping through any descriptor,
 so a peer that reopens its read-only descriptor through /proc/self/fd for writing gets nothing it
 can write with; F_SEAL_GROW and F_SEAL_SHRINK: no truncation under the owner). So an outbox has a
-fixed size, CAPACITY bytes of a sparse file: only what is written takes memory. How a rank uses
-its own: rank/outbox.py."""
+fixed size, CAPACITY bytes of a sparse file (less under a smaller RLIMIT_FSIZE, which truncate(2)
+obeys): only what is written takes memory, and only what its owner maps of it counts against the
+owner's RLIMIT_AS; the owner's writable mapping grows as its slots do (rank/growable.py: mremap(2)
+of a mapping it has, which the seals leave writable). How a rank uses its own: rank/outbox.py."""
 
 from __future__ import annotations
 
 import fcntl
-import mmap
 import os
+import resource
 from dataclasses import dataclass, field
 
 from ... import _real
 from ...rank.intercept.registry import host_calls
+from ...rank.limits import cannot_start
 from ...rank.outbox import CAPACITY, Outbox
 
 # include/uapi/linux/fcntl.h (Python's fcntl module names all but the first)
@@ -32,27 +35,38 @@ _SEALS = F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F
 class Outboxes:
     """The host's memfds for one run: ``writable[r]``, rank r's outbox's descriptor (until it is
     sealed), ``readable[r]`` a read-only descriptor of the same file (open(2) of /proc/self/fd,
-    O_RDONLY), which every rank gets; ``maps``: the outboxes view() mapped here."""
+    O_RDONLY), which every rank gets; ``views``: the outboxes view() mapped here."""
 
     writable: list[int]
     readable: tuple[int, ...]
-    maps: dict[int, mmap.mmap] = field(default_factory=dict)
+    views: dict[int, Outbox] = field(default_factory=dict)
     sealed: bool = False
 
     @classmethod
     def create(cls, world_size: int) -> Outboxes:
-        writable = [_real.memfd_create(f"simfs-rank{r}-outbox", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-                    for r in range(world_size)]
-        for fd in writable:
-            _real.ftruncate(fd, CAPACITY)
-        readable = tuple(_real.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC) for fd in writable)
-        return cls(writable, readable)
+        """An outbox for each of ``world_size`` ranks; RankCannotStart names the limit that stops one."""
+        most, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+        size = CAPACITY if most == resource.RLIM_INFINITY else min(CAPACITY, most)
+        made: list[int] = []
+        try:
+            for rank in range(world_size):
+                writable = _real.memfd_create(f"simfs-rank{rank}-outbox", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+                made.append(writable)
+                _real.ftruncate(writable, size)
+                made.append(_real.open(f"/proc/self/fd/{writable}", os.O_RDONLY | os.O_CLOEXEC))
+        except OSError as exc:
+            error = cannot_start(len(made) // 2, f"the host could not make its outbox ({exc})", exc)
+            for fd in made:
+                _real.close(fd)
+            raise error from exc
+        return cls(made[::2], tuple(made[1::2]))
 
     def view(self, rank: int) -> Outbox:
         """Rank ``rank``'s side, mapped in this process (the host's own tests of it)."""
-        if rank not in self.maps:
-            self.maps[rank] = _writable_map(self.writable[rank])
-        return Outbox(rank, self.maps[rank], dict(enumerate(self.readable)))
+        if rank not in self.views:
+            self.views[rank] = rank_outbox(rank, self.writable[rank], self.readable)
+            self.views[rank].map_own()
+        return self.views[rank]
 
     def seal(self) -> str:
         """Once every rank process mapped its own, before any runs: the outboxes only their owners'
@@ -68,9 +82,9 @@ class Outboxes:
             except OSError as exc:
                 why = f"outboxes not sealed ({os.strerror(exc.errno or 0)}): a rank may write its peers'"
             _real.close(fd)
-        for mapped in self.maps.values():
-            mapped.close()
-        self.maps.clear()
+        for view in self.views.values():
+            view.close()
+        self.views.clear()
         self.writable.clear()
         return why
 
@@ -81,10 +95,7 @@ class Outboxes:
 
 
 def rank_outbox(rank: int, own: int, readable: tuple[int, ...]) -> Outbox:
-    """In rank ``rank``'s new process, before it tells the host it started: its own outbox
-    (``own``, writable until sealed) mapped to write, every outbox (``readable``) to read."""
-    return Outbox(rank, _writable_map(own), dict(enumerate(readable)))
-
-
-def _writable_map(fd: int) -> mmap.mmap:
-    return mmap.mmap(fd, CAPACITY, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    """Rank ``rank``'s side: its own outbox (``own``, writable until sealed), which its process
+    maps to write before it tells the host it started (Outbox.map_own), every outbox
+    (``readable``) to read."""
+    return Outbox(rank, own, dict(enumerate(readable)))

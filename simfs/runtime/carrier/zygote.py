@@ -45,8 +45,10 @@ LAUNCH, OUTBOXES = 1, 2
 # fits its sender's buffer, net.core.wmem_default (212,992 bytes) less the kernel's own 32
 MAX_LAUNCH = 192 << 10
 MAX_START = MAX_LAUNCH - _HEADER.size  # bytes of the RankSpec a launch request carries
-_REPORT = struct.Struct("=qqq")  # zygote -> host: (STARTED, pid, rank) with its pidfd, or (ENDED, pid, status)
-STARTED, ENDED = 1, 2
+# zygote -> host: (STARTED, pid, rank) with its pidfd, (ENDED, pid, status), or (NOT_FORKED, errno, rank)
+# when fork(2) failed (RLIMIT_NPROC, memory): the zygote serves on
+_REPORT = struct.Struct("=qqq")
+STARTED, ENDED, NOT_FORKED = 1, 2, 3
 MAX_DESCRIPTORS = 250  # per message: the kernel passes at most SCM_MAX_FD (253, include/net/scm.h)
 NO_LIMIT = -1  # a launch's memory: no RLIMIT_DATA
 
@@ -72,6 +74,10 @@ Launch = Callable[[Launched], NoReturn]  # the new process's life
 
 class ZygoteGone(OSError):
     """The zygote ended (killed with its node's host thread, or by the system)."""
+
+
+class NotForked(OSError):
+    """The zygote could not fork a rank's process: fork(2)'s error."""
 
 
 class Zygote:
@@ -128,9 +134,14 @@ class Zygote:
             raise ZygoteGone(f"the zygote is gone ({exc})") from None
 
     def started(self, rank: int) -> tuple[int, int]:
-        """The pid and a pidfd of the process of ``rank``, the oldest launch not yet started."""
+        """The pid and a pidfd of the process of ``rank``, the oldest launch not yet started;
+        NotForked where fork(2) failed."""
         while True:
             kind, pid, detail, pidfd = self._report()
+            if kind == NOT_FORKED:  # (pid: fork's errno)
+                if detail != rank:
+                    raise ZygoteGone(f"the zygote could not fork rank {detail}'s process, rank {rank}'s was next")
+                raise NotForked(pid, os.strerror(pid))
             if kind == STARTED and pidfd is not None:
                 if detail != rank:
                     raise ZygoteGone(f"the zygote started rank {detail}'s process, rank {rank}'s was next")
@@ -201,7 +212,13 @@ def _serve(control: socket.socket, keep: tuple[int, ...], launch: Launch, prepar
                     outboxes = []
                 outboxes.extend(fds)
                 continue
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                for fd in fds:
+                    _real.close(fd)
+                control.send(_REPORT.pack(NOT_FORKED, exc.errno or 0, rank))
+                continue
             if pid == 0:
                 control.close()
                 for pidfd in children:
