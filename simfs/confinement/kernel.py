@@ -25,6 +25,7 @@ PR_SET_PDEATHSIG = 1  # include/uapi/linux/prctl.h
 PR_SET_SECCOMP = 22
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
+MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2  # include/uapi/linux/mman.h
 
 
 @functools.cache

@@ -20,9 +20,7 @@ from . import kernel
 MAPS = "/proc/self/maps"  # proc(5): "address perms offset dev inode pathname", one mapping a line
 MEM = "/proc/self/mem"  # proc(5): read at an address; a page that cannot be read is EIO, not SIGBUS
 _PART = 1 << 20  # bytes copied by one read
-# include/uapi/asm-generic/mman-common.h, include/uapi/linux/mman.h
 _PROTECTION = {"r": mmap.PROT_READ, "w": mmap.PROT_WRITE, "x": mmap.PROT_EXEC}
-MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ def _replace(found: Mapping, memory: int) -> None:
     if found.protection & mmap.PROT_READ:
         _copy(found.start, copy, size, memory)
     kernel.syscall("mprotect", copy, size, found.protection)
-    kernel.syscall("mremap", copy, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, found.start)
+    kernel.syscall("mremap", copy, size, size, kernel.MREMAP_MAYMOVE | kernel.MREMAP_FIXED, found.start)
 
 
 def _copy(source: int, target: int, size: int, memory: int) -> None:

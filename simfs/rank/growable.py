@@ -11,27 +11,10 @@ limit maps only what it uses."""
 from __future__ import annotations
 
 import ctypes
-import functools
 import mmap
-import os
 
+from ..confinement import kernel
 from .intercept.registry import host_calls
-
-MREMAP_MAYMOVE = 1  # include/uapi/linux/mman.h
-_MAP_FAILED = ctypes.c_void_p(-1).value  # (void *) -1, mmap(2) and mremap(2)'s failure
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    """The C library's mmap, mremap and munmap, typed (a CDLL of its own: others type its functions
-    their own way)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    libc.mremap.restype = ctypes.c_void_p
-    libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    return libc
 
 
 class GrowableMapping:
@@ -40,8 +23,7 @@ class GrowableMapping:
 
     def __init__(self, fd: int, size: int) -> None:
         with host_calls():  # simfs's own foreign call, also where rank code may make none
-            address = _libc().mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
-            self._address = _checked(address, f"mmap of {size:,} bytes")
+            self._address = kernel.syscall("mmap", 0, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
             self.size = size
             self._view = _view(self._address, size)
 
@@ -56,8 +38,7 @@ class GrowableMapping:
         """Map ``size`` bytes (more than now) of the file; the mapping may move. Raises OSError, the
         mapping left as it was, where the kernel refuses (ENOMEM: RLIMIT_AS, or no address range)."""
         with host_calls():
-            address = _libc().mremap(self._address, self.size, size, MREMAP_MAYMOVE)
-            self._address = _checked(address, f"mremap from {self.size:,} to {size:,} bytes")
+            self._address = kernel.syscall("mremap", self._address, self.size, size, kernel.MREMAP_MAYMOVE)
             self._view.release()
             self.size = size
             self._view = _view(self._address, size)
@@ -67,16 +48,10 @@ class GrowableMapping:
         if self.size:
             self._view.release()
             with host_calls():
-                _libc().munmap(self._address, self.size)
+                kernel.syscall("munmap", self._address, self.size)
             self.size = 0
 
 
 def _view(address: int, size: int) -> memoryview:
     return memoryview((ctypes.c_char * size).from_address(address)).cast("B")
 
-
-def _checked(address: int | None, call: str) -> int:
-    if address is None or address == _MAP_FAILED:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{call}: {os.strerror(code)}")
-    return address
