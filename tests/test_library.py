@@ -99,9 +99,10 @@ LATE_CHECK = [Pause(rank=1, before_op=0, seconds=1.0)]  # rank 1 checks a second
 CREATED_NOT_WRITTEN = [Pause(rank=0, before_op=2, seconds=2.0),
                        *(Pause(rank=r, before_op=0, seconds=1.0) for r in (1, 2, 3))]
 BETWEEN_CHECK_AND_OPEN = [Pause(rank=1, before_op=1, seconds=1.0), Pause(rank=0, before_op=5, seconds=2.0)]
-# (scenario, profile) -> (seed, faults, what the failing rank raises; "hung": a collective
-# nobody else reaches; "check": the scenario's check rejects what the ranks returned)
-FAILURES: dict[tuple[str, str], tuple[int, list[simfs.faults.Fault], type[BaseException] | str]] = {
+# (scenario, profile) -> (seed, faults, what the failing rank raises (one of them); "hung": a
+# collective nobody else reaches; "check": the scenario's check rejects what the ranks returned)
+Raised = type[BaseException] | tuple[type[BaseException], ...]
+FAILURES: dict[tuple[str, str], tuple[int, list[simfs.faults.Fault], Raised | str]] = {
     ("makedirs-every-rank", "beegfs"): (0, [], FileNotFoundError),
     ("makedirs-exists-then-makedirs", "beegfs"): (0, [], FileExistsError),
     **{("makedirs-rank0-no-barrier", p): (0, [], FileNotFoundError) for p in ALL_PROFILES},
@@ -114,7 +115,9 @@ FAILURES: dict[tuple[str, str], tuple[int, list[simfs.faults.Fault], type[BaseEx
     ("flock-counter", "beegfs"): (5, [], "check"),
     ("flock-counter", "objectstore"): (0, [], OSError),  # ESTALE: the other node's upload won
     ("filelock-counter", "objectstore"): (0, [], OSError),
-    ("download-cache-flock", "beegfs"): (0, [], shutil.SameFileError),
+    # which of the two nodes' moves fails first depends on the system calls the installed
+    # filelock makes around flock
+    ("download-cache-flock", "beegfs"): (0, [], (shutil.SameFileError, FileNotFoundError)),
     ("download-cache-flock", "objectstore"): (0, [], OSError),
     ("filestore-rendezvous", "beegfs"): (0, [], "check"),  # two nodes appended at one offset
     ("filestore-rendezvous", "objectstore"): (0, [], OSError),  # ESTALE: the other node's upload won
@@ -154,7 +157,7 @@ def test_naive_scenario_fails_where_its_filesystem_makes_it_fail(name: str, prof
     elif expected == "hung":
         assert result.hung and not _causes(result), result.summary()
     else:
-        assert isinstance(expected, type)
+        assert not isinstance(expected, str)
         assert any(isinstance(exc, expected) for exc in _causes(result)), result.summary()
 
 

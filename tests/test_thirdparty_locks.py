@@ -1,7 +1,9 @@
 """Third-party file locks inside simfs ranks, on 2 nodes x 4 ranks (and 4 x 8), with each
-filesystem's real semantics: filelock 4.x (installed) and 3.x (3.32, 3.29, 3.20, installed by
-.ci/run into the git-ignored .ci/deps/filelock-VERSION and run in a subprocess with that directory
-first on sys.path), and huggingface_hub's WeakFileLock.
+filesystem's real semantics: the installed filelock and pinned releases (4.3, 3.32, 3.29, 3.20,
+installed by .ci/run into the git-ignored .ci/deps/filelock-VERSION and run in a subprocess with
+that directory first on sys.path), and huggingface_hub's WeakFileLock. What a release does is
+judged by its version number against the release that changed it, so the installed one (whatever
+pip resolved) is held to its own behaviour.
 
 - FileLock is flock: it excludes on local, nfs and lustre; on beegfs and objectstore flock is
   local to a node, so ranks of two nodes hold it at once and a read-modify-write counter loses
@@ -18,12 +20,12 @@ first on sys.path), and huggingface_hub's WeakFileLock.
   each version really does: >= 3.22 records pid and hostname and breaks a lock whose holder is
   dead on the same host only; >= 3.30 also compares the holder's start token (/proc/<pid>/stat
   start time and the boot id), so a pid reused after the reboot does not keep a dead holder's
-  lock; 3.20 never breaks one; 4.x keeps an empty marker ("recordless", a pre-3.22 holder) and
-  breaks only through renameat2(RENAME_EXCHANGE). The record of the crashed holder reaches the
-  server only where writes go through (local, nfs mounted with -o sync): on nfs, lustre and beegfs
-  its unflushed write dies with the node (filelock does not fsync), leaving an empty marker that
-  3.22-3.32 break as malformed once 2 s old, from any host, and 4.x never breaks; on the object
-  store the marker itself is never uploaded.
+  lock; 3.20 never breaks one; >= 4.2.1 keeps an empty marker ("recordless", a pre-3.22 holder)
+  and breaks only through renameat2(RENAME_EXCHANGE), older ones through a plain rename. The
+  record of the crashed holder reaches the server only where writes go through (local, nfs mounted
+  with -o sync): on nfs, lustre and beegfs its unflushed write dies with the node (filelock does
+  not fsync), leaving an empty marker that 3.22-4.2.0 break as malformed once 2 s old, from any
+  host, and >= 4.2.1 never breaks; on the object store the marker itself is never uploaded.
 """
 
 from __future__ import annotations
@@ -48,9 +50,9 @@ import simfs
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
 DEPS = ROOT / ".ci" / "deps"
-INSTALLED = "installed"  # the filelock of this environment (4.x)
-FILELOCK3 = ("3.32.7", "3.29.7", "3.20.3")  # what .ci/run installs into .ci/deps/filelock-VERSION
-VERSIONS = (INSTALLED, *FILELOCK3)
+INSTALLED = "installed"  # the filelock of this environment, whichever release pip resolved
+PINNED = ("4.3.2", "3.32.7", "3.29.7", "3.20.3")  # what .ci/run installs into .ci/deps/filelock-VERSION
+VERSIONS = (INSTALLED, *PINNED)
 
 NODES, RPN = 2, 4
 WORLD = NODES * RPN
@@ -396,12 +398,12 @@ _SUBPROCESS = (
 def run_scenarios(version: str, calls: list[tuple[str, list]], fresh: bool = False) -> list[dict]:
     """Scenarios (name, args) with filelock ``version``: here for the installed one (unless
     ``fresh`` asks for a new interpreter), else in one subprocess with .ci/deps/filelock-VERSION
-    first on sys.path (skipped where it is missing, failed under SIMFS_REQUIRE=filelock3)."""
+    first on sys.path (skipped where it is missing, failed under SIMFS_REQUIRE=filelock_releases)."""
     deps = ""
     if version != INSTALLED:
         where = DEPS / f"filelock-{version}"
         if not (where / "filelock" / "__init__.py").is_file():
-            missing("filelock3", f"filelock {version} is not installed in {where.relative_to(ROOT)} "
+            missing("filelock_releases", f"filelock {version} is not installed in {where.relative_to(ROOT)} "
                                  f"(pip install --no-deps --target {where.relative_to(ROOT)} filelock=={version}; "
                                  f".ci/run installs it)")
         deps = str(where)
@@ -423,18 +425,27 @@ def run_scenario(version: str, name: str, *args: Any, fresh: bool = False) -> di
     return run_scenarios(version, [(name, list(args))], fresh)[0]
 
 
-def _release_has_start_token(version: str) -> bool:
+def _release(version: str) -> tuple[int, ...]:
+    """The release ``version`` names (INSTALLED: this environment's), as numbers."""
     import filelock
 
     number = filelock.__version__ if version == INSTALLED else version
-    return tuple(int(p) for p in number.split(".")[:2]) >= (3, 30)
+    return tuple(int(part) for part in number.split(".")[:3])
+
+
+def _release_has_start_token(version: str) -> bool:
+    return _release(version) >= (3, 30)
 
 
 def _records_holder(version: str) -> bool:
-    import filelock
+    return _release(version) >= (3, 22)
 
-    number = filelock.__version__ if version == INSTALLED else version
-    return tuple(int(p) for p in number.split(".")[:2]) >= (3, 22)
+
+def _breaks_through_exchange(version: str) -> bool:
+    """4.2.1 moved the stale break to renameat2(RENAME_EXCHANGE) and from then on keeps an empty
+    ("recordless") marker as a holder's; 3.22-4.2.0 rename the marker away and break an empty one
+    as malformed once 2 s old."""
+    return _release(version) >= (4, 2, 1)
 
 
 # -- mutual exclusion ------------------------------------------------------------------------------
@@ -600,7 +611,6 @@ def test_stale_softfilelock_after_a_node_crash(version) -> None:
     node 1. What each version does, per profile."""
     profiles = RECORD_KEPT + RECORD_LOST + ["objectstore"]
     for profile, out in zip(profiles, run_scenarios(version, [("stale", [p]) for p in profiles])):
-        major = int(out["version"].split(".")[0])
         assert out["crashed"] == [RPN], out
         got = (out["marker"], out["node0"], out["node1"])
         if profile == "objectstore":
@@ -610,11 +620,11 @@ def test_stale_softfilelock_after_a_node_crash(version) -> None:
             # 3.20 writes nothing and never breaks a lock: it is held until someone deletes it
             assert got == ("", "timeout", "timeout"), (profile, out)
         elif profile in RECORD_LOST:
-            if major >= 4:
-                # 4.x reads an empty marker as a holder that recorded nothing: never broken
+            if _breaks_through_exchange(version):
+                # an empty marker is a holder that recorded nothing: never broken
                 assert got == ("", "timeout", "timeout"), (profile, out)
             else:
-                # 3.x reads it as malformed and breaks it once 2 s old, from any host
+                # an empty marker is malformed and broken once 2 s old, from any host
                 assert got == ("", "acquired", "acquired"), (profile, out)
         else:
             lines = out["marker"].splitlines()
@@ -622,23 +632,13 @@ def test_stale_softfilelock_after_a_node_crash(version) -> None:
             assert len(lines) == (3 if _release_has_start_token(version) else 2), out
             # another host's lock is never probed: node 0 waits it out
             assert out["node0"] == "timeout", (profile, out)
-            if major < 4:
-                # node 1 (same hostname) finds pid 1000 gone (os.kill -> ESRCH) and breaks it
-                assert out["node1"] == "acquired", (profile, out)
-
-
-@pytest.mark.parametrize(("profile", "node1"), [("local", "acquired"), ("nfs_sync", "timeout")])
-def test_filelock4_breaks_a_same_host_stale_lock_through_rename_exchange(profile, node1) -> None:
-    """filelock 4.x breaks a stale SoftFileLock only through renameat2(RENAME_EXCHANGE), which it
-    calls with ctypes; inside a rank that is the simulated exchange: a local disk (ext4, XFS)
-    exchanges, so node 1 breaks the lock; NFS refuses the flag with EINVAL (fs/nfs/dir.c
-    nfs_rename), so filelock gives up the break and node 1 waits."""
-    import filelock
-
-    if int(filelock.__version__.split(".")[0]) < 4:
-        pytest.skip("the installed filelock is not 4.x")
-    out = stale(profile)
-    assert (out["node0"], out["node1"]) == ("timeout", node1), out
+            # node 1 (same hostname) finds pid 1000 gone (os.kill -> ESRCH) and breaks it, by a
+            # plain rename, or from 4.2.1 by renameat2(RENAME_EXCHANGE) called through ctypes,
+            # which inside a rank is the simulated exchange: a local disk (ext4, XFS) exchanges;
+            # NFS refuses the flag with EINVAL (fs/nfs/dir.c nfs_rename), so filelock gives up
+            # the break and node 1 waits
+            refused = _breaks_through_exchange(version) and profile == "nfs_sync"
+            assert out["node1"] == ("timeout" if refused else "acquired"), (profile, out)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -652,7 +652,7 @@ def test_pid_reused_after_the_reboot(version) -> None:
         assert len(out["lines"]) == 3, out
         assert out["recycled_stale"] is True and out["live_stale"] is False, out
         assert out["live"] == "timeout", out
-        assert out["recycled"] == "acquired", out  # 4.x breaks it through a (simulated) renameat2 exchange
+        assert out["recycled"] == "acquired", out  # (>= 4.2.1 through a simulated renameat2 exchange)
     else:
         assert (out["recycled"], out["live"]) == ("timeout", "timeout"), out
 
