@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import simfs
-from simfs import Result
+from simfs import Result, plaindata
 from simfs.faults import Fault
 from simfs.fs.journal import CrashState
 from simfs.fs.server import Server
@@ -135,3 +135,4 @@ def execute(target: Target, example: Example) -> Execution:
     return finish(cluster, target, example, execution)
 
 
+plaindata.register(Crash, Example)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -20,10 +20,9 @@ from hypothesis.strategies import DataObject
 
 import simfs
 from simfs import carriers, checks, plaindata
-from simfs.carriers import CARRIERS
 from simfs.runtime.heap import frozen_heap
 
-from . import coverage, replaying
+from . import autocarrier, coverage, replaying
 from . import database as examples_db
 from .budgets import SHRINK_TIME
 from .example import Example, Execution, execute
@@ -37,6 +36,9 @@ from .target import Check, Target
 _CRASH_OR_NOT = st.sampled_from((True, True, True, False))
 
 
+Run = Callable[[Target, Example], Execution]  # how the search runs one example (example.execute)
+
+
 class _Failed(Exception):
     """Raised in Hypothesis's test body when an example fails (one origin: one bug to shrink)."""
 
@@ -44,8 +46,10 @@ class _Failed(Exception):
 class _Search:
     """The state of one search across Hypothesis's calls of its test body."""
 
-    def __init__(self, target: Target, space: Space, crashes: bool, shrink_time: float, steer: bool) -> None:
+    def __init__(self, target: Target, space: Space, crashes: bool, shrink_time: float, steer: bool,
+                 run: Run = execute) -> None:
         self.target = target
+        self.run = run
         self.space = space
         self.crashes = crashes
         self.shrink_time = shrink_time
@@ -69,8 +73,8 @@ class _Search:
             return
         try:
             self._example(data)
-        except (simfs.SimfsError, ValueError, TypeError) as exc:
-            self.internal = exc  # the simulation or its configuration is broken: stop, do not shrink it
+        except (simfs.SimfsError, ValueError, TypeError, autocarrier.Ineligible) as exc:
+            self.internal = exc  # the simulation or its configuration is broken (or the carrier the wrong one): stop
 
     def _example(self, data: DataObject) -> None:
         example = draw_example(data, self.space)
@@ -79,7 +83,7 @@ class _Search:
         if self.crashes and data.draw(_CRASH_OR_NOT):
             example = replace(example, crash=draw_crash(data, self.space, self.has_server))
         self.examples += 1  # (an example whose draws Hypothesis cut short never ran)
-        execution = execute(self.target, example)
+        execution = self.run(self.target, example)
         kinds = coverage.reached(example, execution)
         self.reached.append(kinds)
         if self.rarity is not None:
@@ -118,8 +122,9 @@ def make_target(job: Callable[[], Any], *, recover: Callable[[], Any] | None, ch
     for name, fn in (("job", job), ("recover", recover), ("check", check)):
         if fn is not None and not callable(fn):
             raise ValueError(f"explore: {name} must be callable, got {fn!r}")
-    if carrier not in CARRIERS:
-        raise ValueError(f"explore: carrier must be one of {', '.join(map(repr, CARRIERS))}, got {carrier!r}")
+    if carrier not in carriers.SEARCHES:
+        raise ValueError(f"explore: carrier must be one of {', '.join(map(repr, carriers.SEARCHES))}, got {carrier!r}")
+    carrier = carriers.PROCESS if carrier == carriers.AUTO else carrier  # (auto: its answers are the processes')
     return Target(job, nodes, ranks_per_node, simfs.profiles.get(profile), recover=recover, check=check,
                   carrier=carrier, watchdog=watchdog, preload=checks.preload("explore", preload, carrier))
 
@@ -128,7 +133,7 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
             nodes: int, ranks_per_node: int, profile: str | simfs.Profile, faults: str | Iterable[str] = "default",
             crashes: Crashes = False, max_examples: int = 100, seed: int = 0, shrink_time: float = SHRINK_TIME,
             explain: bool = False, steer: bool = False, isolate: bool = True, watchdog: float = 60.0,
-            carrier: str = carriers.DEFAULT, preload: Iterable[str] = (),
+            carrier: str = carriers.SEARCH_DEFAULT, preload: Iterable[str] = (),
             database: examples_db.DatabaseSpec = examples_db.DEFAULT, database_key: bytes | None = None) -> Finding:
     """Search for a run of ``job`` (then ``recover`` on the restarted cluster) where a rank
     raises, hangs, or ``check(result)`` fails; return the minimal one found, or a pass.
@@ -149,12 +154,15 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     way. A rank process that runs ``watchdog`` real seconds without a request is killed and its
     example fails (simfs.OutsideSimulation, with its stack).
 
-    ``carrier``: how ranks are carried. "process" (the default): each rank an OS process of its
-    own, confined by the kernel, with its own modules, generators and C++ state, as on a real
-    cluster. "greenlet": every rank a greenlet of the search's one process (confined too, with
-    ``isolate``), about 12 times faster per example, for jobs that keep no per-process state
-    (simfs's own library): its ranks share every module's globals, the generators of random,
-    numpy and torch, and torch's C++ state.
+    ``carrier``: how ranks are carried. "auto" (the default): on greenlet ranks where the job
+    shows no per-process state, with the first, first failing, reported and one in 16 examples run
+    again on rank processes, whose run gives the finding; on rank processes where it does or where
+    they differ (scenarios/autocarrier.py; the finding's notes say which and why). "process": each
+    rank an OS process of its own, confined by the kernel, with its own modules, generators and C++
+    state, as on a real cluster. "greenlet": every rank a greenlet of the search's one process
+    (confined too, with ``isolate``), many times faster per example, for jobs that keep no
+    per-process state: its ranks share every module's globals, the generators of numpy and torch,
+    and torch's C++ state.
 
     ``steer=True``: each example's rarity (scenarios/coverage.py ``Rarity``: the events it reached
     that few examples before it did) is given to Hypothesis's target phase, which mutates the rarest
@@ -174,22 +182,129 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
         raise ValueError("explore: crashes need recover=, the restarted job that must cope with the crash")
     target = make_target(job, recover=recover, check=check, nodes=nodes, ranks_per_node=ranks_per_node,
                          profile=profile, carrier=carrier, watchdog=watchdog, preload=preload)
-    kinds = fault_kinds(faults)
-    db = examples_db.resolve(database)
-    key = examples_db.checked_key(database_key) or examples_db.key_of(target, kinds, crashes)
+    search = _Order(kinds=fault_kinds(faults), crashes=crashes, max_examples=max_examples, seed=seed,
+                    shrink_time=shrink_time, explain=explain, steer=steer, isolate=isolate, watchdog=watchdog,
+                    database=examples_db.resolve(database), database_key=examples_db.checked_key(database_key))
     if isolate:
         replaying.remember(target)
-        held = examples_db.entries(db, key) if db is not None else None
-        found: Finding
-        ops: list[examples_db.Op]
-        found, ops = simfs.isolated(_detached_search, target, kinds, crashes, max_examples, seed, shrink_time,
-                                    explain, steer, held, key, watchdog=watchdog, processes=carrier == "process")
-        refused = examples_db.apply(db, ops, key) if db is not None else 0
-        if refused:
-            found = replace(found, notes=[*found.notes, f"the search's child asked for {refused} changes of the "
-                                          "example database outside its key or its bounds: not made"])
-        return replace(found, target=target)
-    return _search(target, kinds, crashes, max_examples, seed, shrink_time, explain, steer, db, key)
+    if carrier == carriers.AUTO:
+        return _auto(target, search)
+    return _searched(target, search)
+
+
+@dataclass(frozen=True)
+class _Order:
+    """How explore was asked to search, whatever the target."""
+
+    kinds: tuple[str, ...]
+    crashes: Crashes
+    max_examples: int
+    seed: int
+    shrink_time: float
+    explain: bool
+    steer: bool
+    isolate: bool
+    watchdog: float
+    database: ExampleDatabase | None
+    database_key: bytes | None
+
+    def key(self, target: Target) -> bytes:
+        return self.database_key or examples_db.key_of(target, self.kinds, self.crashes)
+
+
+def _searched(target: Target, order: _Order) -> Finding:
+    """The search of ``target`` on its carrier, where ``order.isolate`` puts it."""
+    o, db, key = order, order.database, order.key(target)
+    if not o.isolate:
+        return _search(target, o.kinds, o.crashes, o.max_examples, o.seed, o.shrink_time, o.explain, o.steer, db, key)
+    held = examples_db.entries(db, key) if db is not None else None
+    found: Finding
+    ops: list[examples_db.Op]
+    found, ops = simfs.isolated(_detached_search, target, o.kinds, o.crashes, o.max_examples, o.seed, o.shrink_time,
+                                o.explain, o.steer, held, key, watchdog=o.watchdog,
+                                processes=target.carrier == carriers.PROCESS)
+    return replace(_database_changed(found, db, ops, key), target=target)
+
+
+def _database_changed(found: Finding, db: ExampleDatabase | None, ops: list[examples_db.Op], key: bytes) -> Finding:
+    """Make the changes a search's child asked of the database; the finding says which it refused."""
+    refused = examples_db.apply(db, ops, key) if db is not None else 0
+    if refused:
+        found = replace(found, notes=[*found.notes, f"the search's child asked for {refused} changes of the "
+                                      "example database outside its key or its bounds: not made"])
+    return found
+
+
+def _auto(target: Target, order: _Order) -> Finding:
+    """carrier="auto" (scenarios/autocarrier.py): on greenlet ranks, confirmed on rank processes
+    (``target``'s carrier), unless the job can tell them apart; then on rank processes."""
+    if target.preload:
+        why = "its rank processes start with preloaded modules"
+    elif order.crashes == "exhaustive":
+        why = "an exhaustive walk of crash states runs on rank processes"
+    else:
+        searched = _greenlet_search(autocarrier.greenlet_target(target), order)
+        if searched.finding is None:
+            why = searched.ineligible
+        else:
+            confirmed: autocarrier.Confirmed = simfs.isolated(_confirmed, target, searched, True,
+                                                              watchdog=order.watchdog) \
+                if order.isolate else _confirmed(target, searched, False)
+            if confirmed.finding is not None:
+                return replace(confirmed.finding, target=target)
+            why = f"the search on greenlet ranks was set aside: {confirmed.mismatch}"
+    found = _searched(target, order)
+    return replace(found, notes=[*found.notes, f"searched on rank processes: {why}"])
+
+
+def _greenlet_search(target: Target, order: _Order) -> autocarrier.GreenletSearch:
+    o, db, key = order, order.database, order.key(target)
+    if not o.isolate:
+        return _sampled_search(target, o.kinds, o.crashes, o.max_examples, o.seed, o.shrink_time, o.explain, o.steer,
+                               db, key)
+    held = examples_db.entries(db, key) if db is not None else None
+    searched: autocarrier.GreenletSearch
+    searched, ops = simfs.isolated(_detached_sampled_search, target, o.kinds, o.crashes, o.max_examples, o.seed,
+                                   o.shrink_time, o.explain, o.steer, held, key, watchdog=o.watchdog, processes=False)
+    if searched.finding is None:
+        if db is not None:
+            examples_db.apply(db, ops, key)
+        return searched
+    return replace(searched, finding=_database_changed(searched.finding, db, ops, key))
+
+
+def _sampled_search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
+                    shrink_time: float, explain: bool, steer: bool, database: ExampleDatabase | None,
+                    key: bytes) -> autocarrier.GreenletSearch:
+    """The search on greenlet ranks, its examples watched and sampled (autocarrier.Sampler)."""
+    sampler = autocarrier.Sampler()
+    try:
+        found = _search(target, kinds, crashes, max_examples, seed, shrink_time, explain, steer, database, key,
+                        sampler.run)
+    except autocarrier.Ineligible as exc:
+        return autocarrier.GreenletSearch(None, str(exc), (), None)
+    return autocarrier.GreenletSearch(found, "", tuple(sampler.samples), sampler.failing if found.failed else None)
+
+
+def _detached_sampled_search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
+                             shrink_time: float, explain: bool, steer: bool, held: examples_db.Entries | None,
+                             key: bytes) -> tuple[autocarrier.GreenletSearch, list[examples_db.Op]]:
+    recorded = examples_db.Recorded(held) if held is not None else None
+    searched = _sampled_search(target, kinds, crashes, max_examples, seed, shrink_time, explain, steer, recorded, key)
+    if searched.finding is not None:
+        searched = replace(searched, finding=_without_callables(searched.finding))
+    return searched, recorded.ops if recorded is not None else []
+
+
+def _confirmed(target: Target, searched: autocarrier.GreenletSearch, detached: bool) -> autocarrier.Confirmed:
+    """The greenlet search's samples and reported example on rank processes (``detached``: in
+    simfs.isolated's child), every run's ranks forked from one zygote."""
+    jobs = [job for job in (target.job, target.recover) if job is not None]
+    with simfs.zygote_kept(*jobs):
+        confirmed = autocarrier.confirm(target, searched)
+    if confirmed.finding is not None and detached:
+        confirmed = replace(confirmed, finding=_without_callables(confirmed.finding))
+    return confirmed
 
 
 def _detached_search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
@@ -217,7 +332,7 @@ plaindata.register(_detached)
 
 def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
             shrink_time: float, explain: bool, steer: bool = False, database: ExampleDatabase | None = None,
-            key: bytes = b"") -> Finding:
+            key: bytes = b"", run: Run = execute) -> Finding:
     start = time.perf_counter()
     jobs = [job for job in (target.job, target.recover) if job is not None]
     with simfs.zygote_kept(*jobs):  # every run's ranks forked from one zygote
@@ -226,17 +341,17 @@ def _search(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_exampl
 
             return exhaust(target, limit=max(max_examples, 1000), started=start)
         return _search_kept(target, kinds, crashes, max_examples, seed, shrink_time, explain, steer, database, key,
-                            start)
+                            start, run)
 
 
 def _search_kept(target: Target, kinds: tuple[str, ...], crashes: Crashes, max_examples: int, seed: int,
                  shrink_time: float, explain: bool, steer: bool, database: ExampleDatabase | None, key: bytes,
-                 start: float) -> Finding:
-    simple = execute(target, Example())
+                 start: float, run: Run) -> Finding:
+    simple = run(target, Example())
     if simple.failure is not None:
         return finding_of(target, Example(), simple, examples=1, wall=time.perf_counter() - start, found_at=1,
                           coverage=coverage.tally([coverage.reached(Example(), simple)]))
-    search = _Search(target, _space(target, kinds, simple), bool(crashes), shrink_time, steer)
+    search = _Search(target, _space(target, kinds, simple), bool(crashes), shrink_time, steer, run)
     search.examples = 1
     search.reached.append(coverage.reached(Example(), simple))
     _hypothesis(search, max_examples, seed, explain, database, key)
@@ -274,7 +389,7 @@ def _hypothesis(search: _Search, max_examples: int, seed: int, explain: bool, da
     except _Failed:
         pass
     except HypothesisException:
-        if search.best is None:
+        if search.best is None and search.internal is None:  # (a stopped search's draws end early)
             raise
 
 

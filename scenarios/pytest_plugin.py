@@ -33,7 +33,6 @@ except ImportError as exc:  # an optional feature: say which extra brings its li
 
 import simfs
 from simfs import carriers
-from simfs.carriers import CARRIERS
 
 from .budgets import SHRINK_TIME
 from .explore import explore
@@ -120,10 +119,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--simfs-in-process", action="store_true", default=False,
                     help="search each @pytest.mark.simfs test in the test's own process (default: in a forked "
                          "child confined by the kernel, scenarios.explore(isolate=True), as `simfs run` does)")
-    group.addoption("--simfs-carrier", choices=CARRIERS, default=carriers.DEFAULT,
-                    help="how a marked test's ranks are carried: 'process' (default: each rank an OS process "
-                         "confined by the kernel, as on a real cluster) or 'greenlet' (all ranks greenlets of one "
-                         "process, sharing its modules and generators; faster)")
+    group.addoption("--simfs-carrier", choices=carriers.SEARCHES, default=carriers.SEARCH_DEFAULT,
+                    help="how a marked test's ranks are carried: 'auto' (default: greenlet ranks where the test "
+                         "shows no per-process state, each finding confirmed on rank processes; else rank "
+                         "processes), 'process' (each rank an OS process confined by the kernel, as on a real "
+                         "cluster) or 'greenlet' (all ranks greenlets of one process, sharing its modules)")
     group.addoption("--simfs-report", metavar="DIR", default=None,
                     help="write report.json, report.xml (JUnit) and report.html of every @pytest.mark.simfs test "
                          "into this directory (made if missing), as `simfs run --report DIR` does, pytest-xdist "
@@ -140,7 +140,7 @@ class _Session:
     seed: int
     report: str | None
     isolate: bool = True
-    carrier: str = carriers.DEFAULT
+    carrier: str = carriers.SEARCH_DEFAULT
     started: float = field(default_factory=time.time)
     outcomes: list[ScenarioOutcome] = field(default_factory=list)
 
@@ -268,13 +268,13 @@ class ClusterFactory(Protocol):
 @pytest.fixture
 def simfs_cluster(request: pytest.FixtureRequest) -> ClusterFactory:
     """A factory of simulated clusters; the profile defaults to --simfs-profile (else "nfs"), the
-    seed to --simfs-seed, the carrier to --simfs-carrier (else each rank a process)."""
+    seed to --simfs-seed, the carrier to --simfs-carrier where it names one (else each rank a process)."""
     session = request.config.stash[_SESSION]
 
     def make(nodes: int = 2, ranks_per_node: int = 2, profile: ProfileSpec | None = None,
              **kw: Any) -> simfs.Cluster:
         kw.setdefault("seed", session.seed)
-        kw.setdefault("carrier", session.carrier)
+        kw.setdefault("carrier", carriers.DEFAULT if session.carrier == carriers.AUTO else session.carrier)
         chosen = _profile(profile) if profile is not None else session.profile or "nfs"
         return simfs.Cluster(nodes, ranks_per_node, chosen, **kw)
 

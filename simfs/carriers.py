@@ -11,5 +11,10 @@ PROCESS = "process"
 GREENLET = "greenlet"
 CARRIERS = (GREENLET, PROCESS)
 DEFAULT = PROCESS
+# a search's own choice, per job (scenarios/autocarrier.py): greenlet ranks where the job keeps no
+# per-process state, each finding confirmed on rank processes; rank processes where it does
+AUTO = "auto"
+SEARCHES = (AUTO, *CARRIERS)
+SEARCH_DEFAULT = AUTO  # scenarios.explore's, `simfs run`'s for a job and the pytest plugin's
 # what ran a replay string, a recorded result or a report written before carriers were recorded
 BEFORE_CARRIERS = GREENLET

@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from . import plaindata
 from .checks import MAX_SECONDS
 from .errors import ConfigError
 
@@ -176,6 +177,7 @@ Fault = CrashNode | CrashServer | PowerLoss | EvictClient | InjectErrno | SlowRa
 FAULT_TYPES: dict[str, type[Fault]] = {t.__name__: t
                                  for t in (CrashNode, CrashServer, PowerLoss, EvictClient, InjectErrno, SlowRank,
                                             SlowOps, Pause)}
+plaindata.register(*FAULT_TYPES.values())  # (a search's child sends back the examples it ran)
 
 
 def fault_to_dict(fault: Fault) -> dict[str, Any]:
