@@ -243,7 +243,10 @@ def _auto(target: Target, order: _Order) -> Finding:
     elif order.crashes == "exhaustive":
         why = "an exhaustive walk of crash states runs on rank processes"
     else:
-        searched = _greenlet_search(autocarrier.greenlet_target(target), order)
+        try:
+            searched = _greenlet_search(autocarrier.greenlet_target(target), order)
+        except simfs.Stalled as exc:  # (C code holding the GIL stops every greenlet rank: a rank process alone)
+            searched = autocarrier.GreenletSearch(None, f"the search on greenlet ranks stalled ({exc})", (), None)
         if searched.finding is None:
             why = searched.ineligible
         else:
@@ -300,7 +303,7 @@ def _confirmed(target: Target, searched: autocarrier.GreenletSearch, detached: b
     """The greenlet search's samples and reported example on rank processes (``detached``: in
     simfs.isolated's child), every run's ranks forked from one zygote."""
     jobs = [job for job in (target.job, target.recover) if job is not None]
-    with simfs.zygote_kept(*jobs):
+    with simfs.zygote_kept(*jobs), frozen_heap():
         confirmed = autocarrier.confirm(target, searched)
     if confirmed.finding is not None and detached:
         confirmed = replace(confirmed, finding=_without_callables(confirmed.finding))

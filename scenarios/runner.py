@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import simfs
-from simfs import carriers, hostrun
+from simfs import hostrun
 from simfs.runtime.carrier import preload
 
 from . import database as examples_db
@@ -58,9 +58,9 @@ class Task:
         return ":" in self.scenario
 
     def budget(self) -> tuple[int, str]:
-        """(examples, carrier): the task's own, else the scenario's (a job: 100, the search's own choice)."""
+        """(examples, carrier): the task's own, else the scenario's (a job: 100, rank processes)."""
         if self.is_job:
-            return self.examples or 100, self.carrier or carriers.SEARCH_DEFAULT
+            return self.examples or 100, self.carrier or "process"
         sc = get(self.scenario)
         return self.examples or sc.max_examples, self.carrier or sc.carrier
 
@@ -82,10 +82,10 @@ class Task:
     def weight(self) -> int:
         """What the search should cost, relatively: its examples, seven times over when its ranks
         are processes (a rank process's start and requests cost ~7x a greenlet's: BENCHMARKS.md,
-        carriers), twice with carrier "auto" (greenlet ranks and the runs confirming them), or as
-        many times as its scenario's example_cost says. Only an order for the workers, never a budget."""
+        carriers), or as many times as its scenario's example_cost says. Only an order for the
+        workers, never a budget."""
         examples, carrier = self.budget()
-        cost = {carriers.PROCESS: 7, carriers.AUTO: 2}.get(carrier, 1)
+        cost = 7 if carrier == "process" else 1
         if not self.is_job and self.carrier is None:
             cost = get(self.scenario).example_cost or cost
         return examples * cost

@@ -4,8 +4,10 @@ thread-local's attributes). On greenlet ranks every rank shares that state, on r
 has its own, so a job that changes it can tell the carriers apart and is searched on rank
 processes (scenarios/autocarrier.py). simfs's own modules and the search's machinery are not the
 job's; of the standard library only public names count (its private names are caches), and the
-names simfs already gives each greenlet rank its own (scenarios' procglobals: sys's streams and
-argv, random's generator) are left out."""
+names simfs already gives each greenlet rank its own (runtime/procglobals.py: sys's streams and
+argv, random's generator) are left out. Values are told apart by identity: a name rebound to a new
+object at the address of the one it replaced (freed since) looks unchanged, unless it is a dict; the
+runs that confirm a greenlet search on rank processes are there for what the watch cannot see."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ def _token(value: Any) -> tuple[int, int]:
         return id(value), (_tag_of(value).value if TAGS_WORK else len(value))
     if kind in _CONTAINERS:
         return id(value), len(value)
-    if kind is _LOCAL:  # a module-level threading.local: its attributes of this (the ranks') thread
+    if issubclass(kind, _LOCAL):  # a module-level threading.local: its attributes of this thread
         return id(value), hash(tuple(map(id, value.__dict__.values())))
     return id(value), -1
 

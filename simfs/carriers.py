@@ -15,6 +15,6 @@ DEFAULT = PROCESS
 # per-process state, each finding confirmed on rank processes; rank processes where it does
 AUTO = "auto"
 SEARCHES = (AUTO, *CARRIERS)
-SEARCH_DEFAULT = AUTO  # scenarios.explore's, `simfs run`'s for a job and the pytest plugin's
+SEARCH_DEFAULT = AUTO  # scenarios.explore's and the pytest plugin's (`simfs run` names its carrier)
 # what ran a replay string, a recorded result or a report written before carriers were recorded
 BEFORE_CARRIERS = GREENLET

@@ -1,0 +1,29 @@
+"""Jobs for tests/test_autocarrier.py (importable, so their replay strings name them)."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+SEEN: list[int] = []  # a module-level registry each example appends to
+TRACE = "/shared/trace"
+
+
+def every_rank_makedirs() -> None:
+    """Every rank: exists-then-makedirs, a race greenlet ranks can host (Lingua #49)."""
+    if not os.path.exists(TRACE):
+        os.makedirs(TRACE, exist_ok=True)
+    dist.barrier()
+
+
+def keeps_a_registry() -> None:
+    SEEN.append(dist.get_rank())
+    os.makedirs(TRACE, exist_ok=True)
+
+
+def draws_from_torch() -> float:
+    """torch's generator is per process: each rank process starts with the zygote's state, greenlet
+    ranks share one, so the ranks' draws differ between the carriers (no module-level name changes)."""
+    return float(torch.rand(1))
