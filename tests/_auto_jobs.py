@@ -8,14 +8,7 @@ import torch
 import torch.distributed as dist
 
 SEEN: list[int] = []  # a module-level registry each example appends to
-TRACE = "/shared/trace"
-
-
-def every_rank_makedirs() -> None:
-    """Every rank: exists-then-makedirs, a race greenlet ranks can host (Lingua #49)."""
-    if not os.path.exists(TRACE):
-        os.makedirs(TRACE, exist_ok=True)
-    dist.barrier()
+TRACE = "/shared/trace"  # (tests/_explore_jobs.py: the race greenlet ranks can host)
 
 
 def keeps_a_registry() -> None:

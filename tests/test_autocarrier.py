@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _auto_jobs as jobs
 import _auto_stack_job
+import _explore_jobs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from scenarios import statewatch
 
 
 def test_a_job_greenlets_can_host_is_searched_on_them_and_its_finding_replays_on_rank_processes() -> None:
-    finding = scenarios.explore(jobs.every_rank_makedirs, nodes=2, ranks_per_node=2, profile="beegfs",
+    finding = scenarios.explore(_explore_jobs.lingua_makedirs, nodes=2, ranks_per_node=2, profile="beegfs",
                                 max_examples=100, seed=0)
     assert finding.failed and finding.target.carrier == "process", finding
     assert any(note.startswith("searched on greenlet ranks") and "ran again on rank processes" in note
@@ -50,8 +51,8 @@ def test_a_job_that_names_a_training_stack_is_searched_on_rank_processes() -> No
 
 def test_the_same_finding_in_process_as_isolated() -> None:
     kwargs = dict(nodes=2, ranks_per_node=2, profile="beegfs", max_examples=100, seed=0)
-    isolated = scenarios.explore(jobs.every_rank_makedirs, **kwargs)
-    here = scenarios.explore(jobs.every_rank_makedirs, isolate=False, **kwargs)
+    isolated = scenarios.explore(_explore_jobs.lingua_makedirs, **kwargs)
+    here = scenarios.explore(_explore_jobs.lingua_makedirs, isolate=False, **kwargs)
     assert here.replay == isolated.replay and here.notes == isolated.notes
 
 
