@@ -5,8 +5,9 @@ Greenlet ranks share one interpreter; rank processes each have their own. A job 
 apart only through per-process state, so the search watches for it: a job that imports a training
 stack (its C++ keeps per-process state), or whose ranks change module-level or class-level state of
 a module other than simfs's own during its second example or a sampled one (scenarios/statewatch.py),
-is searched on rank processes. Otherwise it is searched on greenlet ranks, and the first example, the first failing one,
-every SAMPLE_EVERY-th one and the reported one run again on rank processes with the same draws: any
+is searched on rank processes. Otherwise it is searched on greenlet ranks, and the first example, the
+first failing one, every SAMPLE_EVERY-th one and the reported one run again on rank processes with the
+same draws: any
 difference in trace, returns, errors, virtual time or verdict discards the greenlet search, which
 runs again on rank processes, and the finding says so. A finding comes from its run on rank
 processes, and its replay string replays there. Rank processes are never reused between examples:
@@ -61,7 +62,7 @@ class Sampler:
         sampled = self.count == 1 or self.count % SAMPLE_EVERY == 0
         # (the first example's run installs simfs's interception in this process: state is watched
         # from the second on)
-        before = statewatch.snapshot() if self.count == 2 or (sampled and self.count > 1) else None
+        before = statewatch.snapshot() if self.count > 1 and (self.count == 2 or sampled) else None
         before_first = set(sys.modules) if self.count == 1 else set()
         execution = execute(target, example)
         if before is not None:
@@ -149,11 +150,10 @@ class GreenletSearch:
 @dataclass(frozen=True)
 class Confirmed:
     """The rank processes' answer: the finding from their run (None: ``mismatch`` says what
-    differed), and how many examples they ran."""
+    differed)."""
 
     finding: Finding | None
     mismatch: str
-    examples: int
 
 
 def confirm(target: Target, searched: GreenletSearch) -> Confirmed:
@@ -167,25 +167,21 @@ def confirm(target: Target, searched: GreenletSearch) -> Confirmed:
         ran.append((sample.example, execute(target, sample.example)))
         differs = difference(sample.outcome, outcome(ran[-1][1]))
         if differs:
-            return Confirmed(None, f"example {sample.index} ran differently on rank processes: {differs}", len(ran))
+            return Confirmed(None, f"example {sample.index} ran differently on rank processes: {differs}")
     if searched.best is not None and searched.best != searched.samples[-1].example:
         ran.append((searched.best, execute(target, searched.best)))
     if searched.best is not None and ran[-1][1].failure is None:
-        return Confirmed(None, "the reported example passes on rank processes", len(ran))
+        return Confirmed(None, "the reported example passes on rank processes")
     example, execution = ran[-1] if searched.best is not None else ran[0]  # (a pass: the first, simple example)
     notes = [*found.notes, f"searched on greenlet ranks (the job showed no per-process state); {len(ran)} of "
                            f"its {found.examples} examples ran again on rank processes, the same"]
     wall = found.wall_time + time.perf_counter() - start
     return Confirmed(finding_of(target, example, execution, examples=found.examples, wall=wall,
-                                found_at=found.found_at, notes=notes, coverage=found.coverage), "", len(ran))
+                                found_at=found.found_at, notes=notes, coverage=found.coverage), "")
 
 
 def greenlet_target(target: Target) -> Target:
     return replace(target, carrier=carriers.GREENLET)
-
-
-def process_target(target: Target) -> Target:
-    return replace(target, carrier=carriers.PROCESS)
 
 
 plaindata.register(Sample, GreenletSearch, Confirmed)

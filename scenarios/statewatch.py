@@ -18,7 +18,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from simfs.runtime.dictversion import TAGS_WORK, _tag_of
+from simfs.runtime.dictversion import version
 
 # packages whose state is not the job's: simfs's, and what runs the search around the job
 NOT_THE_JOBS = frozenset({
@@ -38,7 +38,8 @@ def _token(value: Any) -> tuple[int, int]:
     for a dict, its version tag (PEP 509), for another container its length."""
     kind = type(value)
     if kind is dict or kind is collections.OrderedDict or kind is collections.defaultdict:
-        return id(value), (_tag_of(value).value if TAGS_WORK else len(value))
+        tag = version(value)
+        return id(value), tag if tag is not None else len(value)
     if kind in _CONTAINERS:
         return id(value), len(value)
     if issubclass(kind, _LOCAL):  # a module-level threading.local: its attributes of this thread

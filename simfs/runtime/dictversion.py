@@ -38,6 +38,12 @@ def _tags_work() -> bool:
 TAGS_WORK = _tags_work()
 
 
+def version(d: dict[Any, Any]) -> int | None:
+    """The dict's version tag now: a value no other state of any dict had (None where tags do not
+    work)."""
+    return _tag_of(d).value if TAGS_WORK else None
+
+
 class DictWatch:
     """One dict's version at the last ``mark()``: ``unchanged()`` says whether the dict is the
     same now (False whenever that cannot be told)."""
