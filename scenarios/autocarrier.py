@@ -173,11 +173,12 @@ def confirm(target: Target, searched: GreenletSearch) -> Confirmed:
     if searched.best is not None and ran[-1][1].failure is None:
         return Confirmed(None, "the reported example passes on rank processes")
     example, execution = ran[-1] if searched.best is not None else ran[0]  # (a pass: the first, simple example)
-    notes = [*found.notes, f"searched on greenlet ranks (the job showed no per-process state); {len(ran)} of "
-                           f"its {found.examples} examples ran again on rank processes, the same"]
+    note = (f"searched on greenlet ranks (the job showed no per-process state); {len(ran)} of its "
+            f"{found.examples} examples ran again on rank processes, the same")
     wall = found.wall_time + time.perf_counter() - start
-    return Confirmed(finding_of(target, example, execution, examples=found.examples, wall=wall,
-                                found_at=found.found_at, notes=notes, coverage=found.coverage), "")
+    confirmed = finding_of(target, example, execution, examples=found.examples, wall=wall, found_at=found.found_at,
+                           notes=found.notes, coverage=found.coverage)
+    return Confirmed(replace(confirmed, searched_carrier=carriers.GREENLET, carrier_note=note), "")
 
 
 def greenlet_target(target: Target) -> Target:

@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 import simfs
-from simfs.carriers import CARRIERS
+from simfs.carriers import SEARCHES
 from simfs.fs import persistence
 from simfs.visible import visible
 
@@ -319,11 +319,12 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=_count, default=min(os.cpu_count() or 1, 8),
                      help="searches in parallel worker processes (default: one per CPU, at most 8)")
     run.add_argument("--shard", metavar="K/N", help="run only the K-th of N equal shares of the searches")
-    run.add_argument("--carrier", choices=CARRIERS, default=None,
-                     help="how ranks are carried: 'process', each rank an OS process confined by the kernel (its own "
-                          "modules, generators and C++ state: a job's default), or 'greenlet', all ranks greenlets "
-                          "of the search's confined process, sharing them (faster; the library's default, each "
-                          "scenario's own otherwise)")
+    run.add_argument("--carrier", choices=SEARCHES, default=None,
+                     help="how ranks are carried: 'auto' (a job's default), greenlet ranks where the job shows no "
+                          "per-process state, their findings confirmed on rank processes, else rank processes; "
+                          "'process', each rank an OS process confined by the kernel (its own modules, generators "
+                          "and C++ state); 'greenlet', all ranks greenlets of the search's confined process, "
+                          "sharing them (each scenario's own carrier otherwise)")
     run.add_argument("--watchdog", type=_seconds, default=60.0,
                      help="real seconds a search may go without progress before it is killed (even in C code)")
     run.add_argument("--recover", metavar="SPEC", help="a job's restarted job after a crash, 'module:function'")

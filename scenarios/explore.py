@@ -157,10 +157,10 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     ``carrier``: how ranks are carried. "auto" (the default): on greenlet ranks where the job
     shows no per-process state, with the first, first failing, reported and one in 16 examples run
     again on rank processes, whose run gives the finding; on rank processes where it does or where
-    they differ (scenarios/autocarrier.py; the finding's notes say which and why). "process": each
-    rank an OS process of its own, confined by the kernel, with its own modules, generators and C++
-    state, as on a real cluster. "greenlet": every rank a greenlet of the search's one process
-    (confined too, with ``isolate``), many times faster per example, for jobs that keep no
+    they differ (scenarios/autocarrier.py; the finding's searched_on and carrier_note say which
+    and why). "process": each rank an OS process of its own, confined by the kernel, with its own
+    modules, generators and C++ state, as on a real cluster. "greenlet": every rank a greenlet of
+    the search's one process (confined too, with ``isolate``), many times faster per example, for jobs that keep no
     per-process state: its ranks share every module's globals, the generators of numpy and torch,
     and torch's C++ state.
 
@@ -257,7 +257,7 @@ def _auto(target: Target, order: _Order) -> Finding:
                 return replace(confirmed.finding, target=target)
             why = f"the search on greenlet ranks was set aside: {confirmed.mismatch}"
     found = _searched(target, order)
-    return replace(found, notes=[*found.notes, f"searched on rank processes: {why}"])
+    return replace(found, carrier_note=f"searched on rank processes: {why}")
 
 
 def _greenlet_search(target: Target, order: _Order) -> autocarrier.GreenletSearch:

@@ -160,6 +160,15 @@ class Finding:
     found_at: int = 0  # the example that first failed (1-based; 0: none did)
     notes: list[str] = field(default_factory=list)
     coverage: dict[str, int] = field(default_factory=dict)  # kinds of event reached -> examples (coverage.py)
+    # carrier="auto": the carrier whose ranks ran the search's examples ("": the target's, which gave
+    # the finding) and why, in words
+    searched_carrier: str = ""
+    carrier_note: str = ""
+
+    @property
+    def searched_on(self) -> str:
+        """The carrier whose ranks ran the search's examples."""
+        return self.searched_carrier or self.target.carrier
 
     @property
     def virtual_time(self) -> float:
@@ -180,7 +189,7 @@ class Finding:
                     f"in {self.wall_time:.1f}s\n{reached}")
         head = (f"FAILED: {self.target.describe()}: found at example {self.found_at}, "
                 f"{self.examples} examples in {self.wall_time:.1f}s (shrunk)")
-        notes = "".join(f"\nnote: {n}" for n in self.notes) + f"\n{reached}"
+        notes = "".join(f"\nnote: {n}" for n in [*self.notes, self.carrier_note] if n) + f"\n{reached}"
         output = output_text(*rank_outputs(self.results))  # (not record(): its whole trace copied)
         output = f"\n{output}" if output else ""
         return f"{head}\n{visible(self.description + notes + output)}\nreplay: scenarios.replay({self.replay!r})" \

@@ -97,6 +97,7 @@ class ScenarioOutcome(msgspec.Struct, frozen=True):
     error: str = ""  # the scenario could not run (its own code is broken)
     carrier: str = ""  # how its ranks were carried: "process" or "greenlet" ("": not recorded)
     coverage: dict[str, int] = {}  # each kind of event the search's examples reached -> how many (a pass's too)
+    carrier_note: str = ""  # carrier "auto": where it searched and why, in words
 
     @property
     def as_expected(self) -> bool:

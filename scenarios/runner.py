@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import simfs
-from simfs import hostrun
+from simfs import carriers, hostrun
 from simfs.runtime.carrier import preload
 
 from . import database as examples_db
@@ -48,7 +48,7 @@ class Task:
     check: str | None = None
     crashes: bool | str = False
     faults: str = "default"
-    carrier: str | None = None  # None: a scenario's own carrier; a job's ranks are processes
+    carrier: str | None = None  # None: a scenario's own carrier; a job's the search's default (auto)
     database: str = ""  # the example database's directory ('': none)
     shrink_time: float = SHRINK_TIME  # wall seconds a failing search may shrink
     steer: bool = False  # explore(steer=True): Hypothesis's target phase on each example's rarity
@@ -58,9 +58,9 @@ class Task:
         return ":" in self.scenario
 
     def budget(self) -> tuple[int, str]:
-        """(examples, carrier): the task's own, else the scenario's (a job: 100, rank processes)."""
+        """(examples, carrier): the task's own, else the scenario's (a job: 100, the search's default)."""
         if self.is_job:
-            return self.examples or 100, self.carrier or "process"
+            return self.examples or 100, self.carrier or carriers.SEARCH_DEFAULT
         sc = get(self.scenario)
         return self.examples or sc.max_examples, self.carrier or sc.carrier
 
@@ -82,20 +82,24 @@ class Task:
     def weight(self) -> int:
         """What the search should cost, relatively: its examples, seven times over when its ranks
         are processes (a rank process's start and requests cost ~7x a greenlet's: BENCHMARKS.md,
-        carriers), or as many times as its scenario's example_cost says. Only an order for the
-        workers, never a budget."""
+        carriers), twice over on auto (greenlet ranks, one example in 16 again on processes), or as
+        many times as its scenario's example_cost says. Only an order for the workers, never a budget."""
         examples, carrier = self.budget()
-        cost = 7 if carrier == "process" else 1
+        cost = {carriers.PROCESS: 7, carriers.AUTO: 2}.get(carrier, 1)
         if not self.is_job and self.carrier is None:
             cost = get(self.scenario).example_cost or cost
         return examples * cost
 
     def preloads(self) -> tuple[str, ...]:
         """The modules its rank processes start with besides torch: a scenario's preload (a training
-        stack's), where its ranks are processes."""
-        if self.is_job or self.budget()[1] != "process":
+        stack's), where its ranks may be processes."""
+        if self.is_job or not self.forks_ranks():
             return ()
         return get(self.scenario).preload
+
+    def forks_ranks(self) -> bool:
+        """Whether its search may fork rank processes (on auto, to confirm or to search)."""
+        return self.budget()[1] != carriers.GREENLET
 
 
 def _target(spec: str) -> str:
@@ -202,14 +206,16 @@ def _search(task: Task, profile: str | simfs.Profile, held: examples_db.Entries 
     finding = explore(job, recover=recover, check=check, nodes=nodes, ranks_per_node=rpn,
                       profile=profile, faults=kinds, crashes=crashes, max_examples=examples, seed=task.seed,
                       shrink_time=task.shrink_time, steer=task.steer, carrier=carrier,
-                      preload=preload,
-                      database=recorded, database_key=key,
-                      isolate=False)  # (run_task already runs this in simfs.isolated's child)
+                      preload=preload, database=recorded, database_key=key,
+                      # (run_task runs this in simfs.isolated's child; auto's greenlet search and its
+                      # confirmation run in children of this one, each confined as its ranks need)
+                      isolate=carrier == carriers.AUTO)
     return ScenarioOutcome(
         scenario=task.scenario, profile=task.profile, family=family, expected=expected,
         verdict="fail" if finding.failed else "pass", examples=finding.examples,
         virtual_time=finding.virtual_time, wall_time=time.perf_counter() - start,
-        finding=finding.record() if finding.failed else None, carrier=carrier, coverage=finding.coverage), \
+        finding=finding.record() if finding.failed else None, carrier=finding.searched_on,
+        coverage=finding.coverage, carrier_note=finding.carrier_note), \
         recorded.ops if recorded is not None else []
 
 
@@ -227,7 +233,7 @@ def run_task(task: Task) -> ScenarioOutcome:
         outcome: ScenarioOutcome
         ops: list[examples_db.Op]
         outcome, ops = simfs.isolated(_search, task, profile, held, key, watchdog=task.watchdog,
-                                      readable=readable_for(specs), processes=task.budget()[1] == "process")
+                                      readable=readable_for(specs), processes=task.forks_ranks())
         if database is not None:
             examples_db.apply(database, ops, key)
         return outcome
@@ -246,7 +252,7 @@ def _ready_for(task: Task) -> None:
 
     if not task.is_job:
         load_library()
-    if task.budget()[1] == "process":
+    if task.forks_ranks():
         preload(("torch",) if task.is_job else task.preloads())
     _read_local_constants()
     hostrun.ready_to_fork()
@@ -293,7 +299,7 @@ def _workers_context(tasks: list[Task]) -> BaseContext:
     spawned, each a fresh interpreter, otherwise."""
     if sys.flags.hash_randomization or threading.active_count() > 1:
         return get_context("spawn")
-    _ready_for(next((task for task in tasks if task.budget()[1] == "process"), tasks[0]))
+    _ready_for(next((task for task in tasks if task.forks_ranks()), tasks[0]))
     return get_context("fork")
 
 

@@ -29,6 +29,9 @@ from .tasks.process import named_tempdir
 
 _BEAT = struct.Struct("d")
 _in_child = [False]  # this process is an isolated child (what it starts inherits it)
+# what this isolated child reads beyond simfs.confinement.readable (a job file's directory): a child
+# it starts reads it too (the kernel would refuse more than the outer child's anyway)
+_readable_here: list[tuple[str, ...]] = [()]
 _STACKS = signal.SIGUSR2
 _GRACE = 2.0  # seconds a stuck child gets to write its stacks before it is killed
 MAX_STACKS = 1 << 20  # bytes of a faulthandler's file the host reads: every thread's stack fits
@@ -59,9 +62,11 @@ def isolated(fn: Callable[..., Any], *args: Any, watchdog: float = 60.0, readabl
     Raises Stalled if the child makes no progress for ``watchdog`` real seconds; Ctrl-C stops the
     child and raises KeyboardInterrupt. Warns once (ConfinementWarning) when the kernel cannot
     refuse everything. The child reads only what simfs.confinement.readable lists, and what lies
-    beneath ``readable`` (a job file's directory); with ``processes=False`` it starts no process
-    (no rank process to fork: greenlet ranks, an import), as a rank process does not."""
+    beneath ``readable`` (a job file's directory) and the enclosing isolated child's ``readable``;
+    with ``processes=False`` it starts no process (no rank process to fork: greenlet ranks, an
+    import), as a rank process does not."""
     checks.number("isolated", "watchdog", watchdog, 0.0, 86400.0, lo_open=True, unit=" real seconds")
+    readable = (*_readable_here[0], *readable)
     beat = mmap.mmap(-1, _BEAT.size)  # shared with the child: its last sign of life
     _BEAT.pack_into(beat, 0, _real.monotonic())
     with os.fdopen(os.memfd_create("simfs-isolated-stacks"), "w+b") as stacks:  # no file in TMPDIR
@@ -117,6 +122,7 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
            stacks_fd: int, out: int, console: tuple[int, int], parent: int, readable: tuple[str, ...],
            policy: str) -> None:
     _in_child[0] = True
+    _readable_here[0] = readable
     code = 0
     confinement: Confinement | None = None
     try:

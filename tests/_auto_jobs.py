@@ -11,6 +11,11 @@ SEEN: list[int] = []  # a module-level registry each example appends to
 TRACE = "/shared/trace"  # (tests/_explore_jobs.py: the race greenlet ranks can host)
 
 
+def makedirs_once() -> None:
+    """Keeps no per-process state: greenlet ranks can host it."""
+    os.makedirs(TRACE, exist_ok=True)
+
+
 def keeps_a_registry() -> None:
     SEEN.append(dist.get_rank())
     os.makedirs(TRACE, exist_ok=True)

@@ -12,14 +12,16 @@ from hypothesis import strategies as st
 
 import scenarios
 from scenarios import statewatch
+from scenarios.runner import Task, run_task
 
 
 def test_a_job_greenlets_can_host_is_searched_on_them_and_its_finding_replays_on_rank_processes() -> None:
     finding = scenarios.explore(_explore_jobs.lingua_makedirs, nodes=2, ranks_per_node=2, profile="beegfs",
                                 max_examples=100, seed=0)
     assert finding.failed and finding.target.carrier == "process", finding
-    assert any(note.startswith("searched on greenlet ranks") and "ran again on rank processes" in note
-               for note in finding.notes), finding.notes
+    assert finding.searched_on == "greenlet", finding
+    assert finding.carrier_note.startswith("searched on greenlet ranks") and \
+        "ran again on rank processes" in finding.carrier_note, finding.carrier_note
     again = scenarios.replay(finding.replay)
     assert again.target.carrier == "process"
     assert again.failed and again.failure == finding.failure and again.trace == finding.trace
@@ -29,31 +31,31 @@ def test_a_job_that_changes_a_module_global_is_searched_on_rank_processes() -> N
     finding = scenarios.explore(jobs.keeps_a_registry, nodes=1, ranks_per_node=2, profile="nfs", max_examples=10,
                                 seed=0)
     assert not finding.failed, finding
-    assert any(note.startswith("searched on rank processes") and "_auto_jobs.SEEN" in note
-               for note in finding.notes), finding.notes
+    assert finding.searched_on == "process", finding
+    assert finding.carrier_note.startswith("searched on rank processes") and \
+        "_auto_jobs.SEEN" in finding.carrier_note, finding.carrier_note
 
 
 def test_a_difference_a_confirming_run_finds_ends_the_greenlet_search() -> None:
     finding = scenarios.explore(jobs.draws_from_torch, nodes=1, ranks_per_node=2, profile="local", max_examples=5,
                                 seed=0)
     assert not finding.failed, finding
-    assert any("set aside: example 1 ran differently on rank processes: returns" in note
-               for note in finding.notes), finding.notes
+    assert "set aside: example 1 ran differently on rank processes: returns" in finding.carrier_note, finding
     assert finding.examples >= 5  # the search ran again, whole, on rank processes
 
 
 def test_a_job_that_names_a_training_stack_is_searched_on_rank_processes() -> None:
     finding = scenarios.explore(_auto_stack_job.wraps_a_model, nodes=1, ranks_per_node=2, profile="nfs", max_examples=3,
                                 seed=0)
-    assert any(note.startswith("searched on rank processes") and "torch.nn.parallel" in note
-               for note in finding.notes), finding.notes
+    assert finding.carrier_note.startswith("searched on rank processes") and \
+        "torch.nn.parallel" in finding.carrier_note, finding.carrier_note
 
 
 def test_the_same_finding_in_process_as_isolated() -> None:
     kwargs = dict(nodes=2, ranks_per_node=2, profile="beegfs", max_examples=100, seed=0)
     isolated = scenarios.explore(_explore_jobs.lingua_makedirs, **kwargs)
     here = scenarios.explore(_explore_jobs.lingua_makedirs, isolate=False, **kwargs)
-    assert here.replay == isolated.replay and here.notes == isolated.notes
+    assert here.replay == isolated.replay and here.carrier_note == isolated.carrier_note
 
 
 # -- the state watch ---------------------------------------------------------------------------------
@@ -124,3 +126,27 @@ def test_simfs_and_the_searchs_own_modules_are_not_watched(name: str) -> None:
         assert statewatch.changed(before, statewatch.snapshot()) == []
     finally:
         del module._watch_probe  # type: ignore[attr-defined]
+
+
+# -- simfs run: a job's search on auto --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("job", "carrier", "why"), [
+    ("makedirs_once", "greenlet", "searched on greenlet ranks (the job showed no per-process state)"),
+    ("keeps_a_registry", "process", "_auto_jobs.SEEN"),
+])
+def test_simfs_run_searches_a_job_on_auto_and_says_where(job: str, carrier: str, why: str) -> None:
+    """`simfs run FILE.py:job` takes auto, as explore does: its search and the confirming rank
+    processes run in children of the task's confined child, the job imported only there."""
+    outcome = run_task(Task(f"{jobs.__file__}:{job}", "nfs", nodes=1, ranks_per_node=2, examples=20))
+    assert outcome.verdict == "pass" and outcome.error == "", outcome
+    assert outcome.carrier == carrier and why in outcome.carrier_note, outcome
+
+
+def test_simfs_run_reports_a_finding_of_auto_from_rank_processes() -> None:
+    """Searched on greenlet ranks, the finding is the rank processes' run, and replays there."""
+    outcome = run_task(Task(f"{_explore_jobs.__file__}:lingua_makedirs", "beegfs", examples=100))
+    assert outcome.verdict == "fail" and outcome.carrier == "greenlet" and outcome.finding is not None, outcome
+    again = scenarios.replay(outcome.finding.replay)
+    assert again.target.carrier == "process" and again.failed, again
+    assert again.failure == outcome.finding.failure and again.trace == outcome.finding.trace

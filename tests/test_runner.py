@@ -88,12 +88,13 @@ def test_shards_cover_every_task_once() -> None:
 
 def test_workers_take_the_heaviest_searches_first() -> None:
     """A search on rank processes costs several times one on greenlets of as many examples, so
-    it weighs more; a larger budget weighs more; a job's ranks are processes unless told."""
+    it weighs more; a larger budget weighs more; a job on auto (its default) between the two."""
     greenlet_scenario = Task("makedirs-once", "nfs")
     process_scenario = Task("download-cache-flock", "nfs")
     assert process_scenario.weight() > greenlet_scenario.weight()
     assert Task("makedirs-once", "nfs", examples=400).weight() > greenlet_scenario.weight()
-    assert Task("mod:job", "nfs").weight() > Task("mod:job", "nfs", carrier="greenlet").weight()
+    assert Task("mod:job", "nfs", carrier="process").weight() > Task("mod:job", "nfs").weight() > \
+        Task("mod:job", "nfs", carrier="greenlet").weight()
     assert Task("download-cache-flock", "nfs", carrier="greenlet").weight() < process_scenario.weight()
 
 
