@@ -160,9 +160,9 @@ def explore(job: Callable[[], Any], *, recover: Callable[[], Any] | None = None,
     they differ (scenarios/autocarrier.py; the finding's searched_on and carrier_note say which
     and why). "process": each rank an OS process of its own, confined by the kernel, with its own
     modules, generators and C++ state, as on a real cluster. "greenlet": every rank a greenlet of
-    the search's one process (confined too, with ``isolate``), many times faster per example, for jobs that keep no
-    per-process state: its ranks share every module's globals, the generators of numpy and torch,
-    and torch's C++ state.
+    the search's one process (confined too, with ``isolate``), many times faster per example, for
+    jobs that keep no per-process state: its ranks share every module's globals, the generators of
+    numpy and torch, and torch's C++ state.
 
     ``steer=True``: each example's rarity (scenarios/coverage.py ``Rarity``: the events it reached
     that few examples before it did) is given to Hypothesis's target phase, which mutates the rarest

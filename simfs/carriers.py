@@ -1,8 +1,8 @@
 """How ranks are carried, and the default, stated once for every entry point (simfs.Cluster, a
-scenario; the searches': scenarios.explore, the pytest plugin, `simfs run` for a job): "process", each rank a
-real OS process confined by the kernel, with its own modules, generators and C++ state (c10d runs
-in it); "greenlet", every rank a greenlet of one process, sharing them, several times faster
-(reports/BENCHMARKS.md, carriers). The built-in library runs the scenarios that check the
+scenario; the searches': scenarios.explore, the pytest plugin, `simfs run` for a job): "process",
+each rank a real OS process confined by the kernel, with its own modules, generators and C++ state
+(c10d runs in it); "greenlet", every rank a greenlet of one process, sharing them, several times
+faster (reports/BENCHMARKS.md, carriers). The built-in library runs the scenarios that check the
 filesystem model on greenlets (scenarios/library/_common.py), each saying so."""
 
 from __future__ import annotations
